@@ -1,0 +1,56 @@
+"""The `divscope` command line: a typer app with one thin module per command.
+
+Command modules import torch, transformers and friends inside their command bodies, so that
+`divscope --help` stays instant. A `DivscopeError` raised by the library becomes a one-line
+message and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import click
+import typer
+from typer.core import TyperGroup
+
+from divscope import __version__
+from divscope.errors import DivscopeError
+
+
+class _UserError(click.ClickException):
+    exit_code = 2
+
+
+class _Group(TyperGroup):
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except DivscopeError as error:
+            raise _UserError(str(error)) from error
+
+
+app = typer.Typer(
+    cls=_Group,
+    name="divscope",
+    help="Where, token by token, does an RL-fine-tuned model differ from its base, and which "
+    "differences carry the accuracy gain?",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"divscope {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """divscope: token-level divergence between a base model and its RL twin."""
+
+
+# Commands: one module each.

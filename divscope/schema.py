@@ -1,0 +1,101 @@
+"""Column contracts shared by every part of divscope (see the README's "Data contracts").
+
+Each table is an ordered mapping column -> polars dtype; `require_columns` gives the one
+error message used everywhere for a missing column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import polars as pl
+
+from divscope.errors import DivscopeError
+
+# k values of the overlap_k columns of the token table.
+OVERLAP_KS: tuple[int, ...] = (1, 2, 3, 4, 5, 10, 20, 50)
+
+# One row per scored response token.
+TOKEN_TABLE: dict[str, pl.DataType] = {
+    "prompt_id": pl.String(),
+    "sample_id": pl.Int32(),
+    "position": pl.Int32(),
+    "n_tokens": pl.Int32(),
+    "rel_position": pl.Float32(),
+    "token_id": pl.Int32(),
+    "token": pl.String(),
+    "logp_base": pl.Float32(),
+    "logp_rl": pl.Float32(),
+    "entropy_base": pl.Float32(),
+    "entropy_rl": pl.Float32(),
+    "js": pl.Float32(),
+    "js_full": pl.Float32(),
+    "kl_base_rl": pl.Float32(),
+    "kl_rl_base": pl.Float32(),
+    "ce_base_rl": pl.Float32(),
+    "top1_base": pl.Int32(),
+    "top1_rl": pl.Int32(),
+    "rl_top1_rank_in_base": pl.Int32(),
+    "rl_top2_rank_in_base": pl.Int32(),
+    "rl_top3_rank_in_base": pl.Int32(),
+    "p_base_of_rl_top1": pl.Float32(),
+    "p_top1_base": pl.Float32(),
+    "p_top1_rl": pl.Float32(),
+    **{f"overlap_{k}": pl.Float32() for k in OVERLAP_KS},
+    "nucleus_base": pl.Int32(),
+    "nucleus_rl": pl.Int32(),
+    "correct": pl.Boolean(),
+}
+
+# Trajectories: the key plus either token ids or text.
+TRAJECTORY_KEY: tuple[str, ...] = ("prompt_id", "sample_id")
+TRAJECTORY_IDS: tuple[str, ...] = ("prompt_ids", "response_ids")
+TRAJECTORY_TEXT: tuple[str, ...] = ("prompt", "response")
+TRAJECTORY_OPTIONAL: dict[str, pl.DataType] = {
+    "correct": pl.Boolean(),
+    "answer": pl.String(),
+    "model": pl.String(),
+}
+
+# Prompts: prompt_id plus either text or ids.
+PROMPT_KEY = "prompt_id"
+PROMPT_TEXT = "prompt"
+PROMPT_IDS = "prompt_ids"
+
+# One row per generated response of `divscope cross-sample`.
+CROSS_SAMPLE: dict[str, pl.DataType] = {
+    "prompt_id": pl.String(),
+    "sample_id": pl.Int32(),
+    "policy": pl.String(),
+    "budget": pl.Int32(),
+    "eps": pl.Float64(),
+    "seed": pl.Int64(),
+    "response_ids": pl.List(pl.Int32()),
+    "response": pl.String(),
+    "n_tokens": pl.Int32(),
+    "n_switches": pl.Int32(),
+    "n_effective": pl.Int32(),
+    "switch_positions": pl.List(pl.Int32()),
+    "finished": pl.Boolean(),
+    "correct": pl.Boolean(),
+}
+
+
+def require_columns(
+    columns: Iterable[str], required: Iterable[str], *, source: str, what: str = "input"
+) -> None:
+    """Raise a `DivscopeError` naming every required column that `columns` lacks.
+
+    Args:
+        columns: the columns present.
+        required: the columns needed.
+        source: where the columns came from (a file path or a short description).
+        what: what the caller needs them for, used in the message.
+    """
+    present = set(columns)
+    missing = [c for c in required if c not in present]
+    if missing:
+        raise DivscopeError(
+            f"{source}: missing column(s) {', '.join(repr(c) for c in missing)} needed for {what}; "
+            f"present: {', '.join(sorted(present)) or '(none)'}."
+        )
