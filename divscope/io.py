@@ -1,0 +1,291 @@
+"""Readers, writers and validation for divscope's tables.
+
+Trajectories and prompts come as Parquet or JSONL; token tables are Parquet, either one file
+(a path ending in `.parquet`) or a directory of `part-*.parquet` files. Outputs are written
+under a temporary name and moved into place only when complete, so an interrupted run never
+leaves a file that looks finished.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from divscope.errors import DivscopeError
+from divscope.schema import (
+    TOKEN_TABLE,
+    TRAJECTORY_IDS,
+    TRAJECTORY_KEY,
+    TRAJECTORY_OPTIONAL,
+    TRAJECTORY_TEXT,
+    require_columns,
+)
+
+METADATA_KEY = b"divscope"
+PARQUET_SUFFIXES = (".parquet", ".pq")
+JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
+
+
+def read_table(path: str | os.PathLike) -> pl.DataFrame:
+    """Read a Parquet file, a directory of Parquet parts, or a JSONL file.
+
+    Raises:
+        DivscopeError: the path does not exist, has an unknown suffix or cannot be parsed.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise DivscopeError(f"{path}: no such file or directory.")
+    try:
+        if path.is_dir():
+            return pl.read_parquet(_part_files(path))
+        if path.suffix in PARQUET_SUFFIXES:
+            return pl.read_parquet(path)
+        if path.suffix in JSONL_SUFFIXES:
+            return pl.read_ndjson(path, infer_schema_length=None)
+    except DivscopeError:
+        raise
+    except Exception as error:  # polars/pyarrow raise many types for corrupt input
+        reason = f"{type(error).__name__}: {error}"
+        raise DivscopeError(f"{path}: could not be read ({reason}).") from error
+    raise DivscopeError(
+        f"{path}: unknown file type {path.suffix!r}; use .parquet or .jsonl "
+        "(or a directory of part-*.parquet files)."
+    )
+
+
+def _part_files(directory: Path) -> list[Path]:
+    parts = sorted(directory.glob("part-*.parquet"))
+    if not parts:
+        raise DivscopeError(f"{directory}: directory holds no part-*.parquet files.")
+    return parts
+
+
+# ---------------------------------------------------------------- trajectories
+
+
+def read_trajectories(path: str | os.PathLike) -> pl.DataFrame:
+    """Read and validate a trajectory file (DESIGN contract: key + ids or key + text).
+
+    Returns the frame with `prompt_id` as string and `sample_id` as Int32, ids as list[int64]
+    when present, and the optional columns cast to their contract types.
+
+    Raises:
+        DivscopeError: a missing column, a duplicate key, a null value or an empty response.
+    """
+    frame = read_table(path)
+    source = str(path)
+    require_columns(frame.columns, TRAJECTORY_KEY, source=source, what="trajectories")
+    has_ids = all(c in frame.columns for c in TRAJECTORY_IDS)
+    has_text = all(c in frame.columns for c in TRAJECTORY_TEXT)
+    if not (has_ids or has_text):
+        raise DivscopeError(
+            f"{source}: trajectories need either 'prompt_ids' + 'response_ids' (token ids, "
+            f"preferred) or 'prompt' + 'response' (text); present: {', '.join(frame.columns)}."
+        )
+    casts: dict[str, pl.DataType] = {"prompt_id": pl.String(), "sample_id": pl.Int32()}
+    if has_ids:
+        casts |= {c: pl.List(pl.Int64()) for c in TRAJECTORY_IDS}
+    casts |= {c: t for c, t in TRAJECTORY_OPTIONAL.items() if c in frame.columns}
+    try:
+        frame = frame.with_columns(pl.col(c).cast(t, strict=True) for c, t in casts.items())
+    except Exception as error:
+        raise DivscopeError(f"{source}: a column has the wrong type ({error}).") from error
+    needed = [*TRAJECTORY_KEY, *(TRAJECTORY_IDS if has_ids else TRAJECTORY_TEXT)]
+    for column in needed:
+        nulls = frame.filter(pl.col(column).is_null())
+        if nulls.height:
+            raise DivscopeError(
+                f"{source}: column {column!r} is null for {_key_of(nulls.row(0, named=True))}."
+            )
+    duplicated = frame.filter(pl.struct(TRAJECTORY_KEY).is_duplicated())
+    if duplicated.height:
+        raise DivscopeError(
+            f"{source}: duplicate key {_key_of(duplicated.row(0, named=True))}; "
+            "(prompt_id, sample_id) must be unique."
+        )
+    return frame
+
+
+def attach_token_ids(frame: pl.DataFrame, tokenizer: Any, *, source: str) -> pl.DataFrame:
+    """Make sure `frame` has `prompt_ids` and `response_ids`, tokenizing text if needed.
+
+    Text prompts are tokenized as the model would see them (special tokens added, e.g. BOS);
+    responses with `add_special_tokens=False`. Ids are then checked against the vocabulary.
+
+    Raises:
+        DivscopeError: an empty prompt or response, or an id outside the tokenizer's vocabulary.
+    """
+    if not all(c in frame.columns for c in TRAJECTORY_IDS):
+        prompts = [tokenizer(text)["input_ids"] for text in frame["prompt"].to_list()]
+        responses = [
+            tokenizer(text, add_special_tokens=False)["input_ids"]
+            for text in frame["response"].to_list()
+        ]
+        frame = frame.with_columns(
+            pl.Series("prompt_ids", prompts, dtype=pl.List(pl.Int64())),
+            pl.Series("response_ids", responses, dtype=pl.List(pl.Int64())),
+        )
+    vocab = len(tokenizer)
+    for column in TRAJECTORY_IDS:
+        empty = frame.filter(pl.col(column).list.len() == 0)
+        if empty.height:
+            raise DivscopeError(
+                f"{source}: empty {column.removesuffix('_ids')} for "
+                f"{_key_of(empty.row(0, named=True))}; every trajectory needs at least one "
+                "prompt token and one response token."
+            )
+        bad = frame.filter((pl.col(column).list.min() < 0) | (pl.col(column).list.max() >= vocab))
+        if bad.height:
+            row = bad.row(0, named=True)
+            offending = next(i for i in row[column] if i < 0 or i >= vocab)
+            raise DivscopeError(
+                f"{source}: {column} of {_key_of(row)} holds token id {offending}, outside the "
+                f"tokenizer's vocabulary [0, {vocab}); were these ids made with another tokenizer?"
+            )
+    return frame
+
+
+def _key_of(row: Mapping[str, Any]) -> str:
+    return f"prompt_id={row.get('prompt_id')!r}, sample_id={row.get('sample_id')!r}"
+
+
+# ---------------------------------------------------------------- token tables
+
+
+def token_table_arrow_schema(metadata: Mapping[str, Any] | None = None) -> pa.Schema:
+    """The Arrow schema of the token table, with the `divscope` metadata attached."""
+    schema = pl.Schema(TOKEN_TABLE).to_arrow()
+    if metadata is None:
+        return schema
+    return schema.with_metadata({METADATA_KEY: json.dumps(dict(metadata), default=str)})
+
+
+class TokenTableWriter:
+    """Stream a token table to Parquet; the output appears only when complete.
+
+    A path ending in `.parquet` becomes one file, written one row group per `write` call. Any
+    other path becomes a directory of `part-NNNNN.parquet` files of about `rows_per_part` rows.
+    Everything is written under a hidden temporary name next to the output and renamed into
+    place on a clean exit; on an exception the temporary output is removed and an existing
+    output (replaced only with `overwrite=True`) is left untouched.
+
+    Example:
+        >>> with TokenTableWriter("tokens.parquet", {"top_p": 0.7}) as writer:  # doctest: +SKIP
+        ...     writer.write(frame)
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        metadata: Mapping[str, Any],
+        *,
+        overwrite: bool = False,
+        rows_per_part: int = 1_000_000,
+    ) -> None:
+        self.path = Path(path)
+        if self.path.exists() and not overwrite:
+            raise DivscopeError(
+                f"{self.path}: output exists; pass --overwrite (overwrite=True) to replace it."
+            )
+        self.single_file = self.path.suffix in PARQUET_SUFFIXES
+        self.schema = token_table_arrow_schema(metadata)
+        self.rows_per_part = rows_per_part
+        self.rows_written = 0
+        self._tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
+        self._writer: pq.ParquetWriter | None = None
+        self._part_rows = 0
+        self._n_parts = 0
+
+    def __enter__(self) -> TokenTableWriter:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        _remove(self._tmp)
+        if not self.single_file:
+            self._tmp.mkdir()
+        return self
+
+    def write(self, frame: pl.DataFrame) -> None:
+        """Append rows (any column order; cast to the token-table types)."""
+        require_columns(frame.columns, TOKEN_TABLE, source="scored batch", what="the token table")
+        table = frame.select(pl.col(c).cast(t) for c, t in TOKEN_TABLE.items()).to_arrow()
+        table = table.cast(self.schema)
+        if self._writer is None or (not self.single_file and self._part_rows >= self.rows_per_part):
+            self._open_next()
+        assert self._writer is not None
+        self._writer.write_table(table)
+        self._part_rows += table.num_rows
+        self.rows_written += table.num_rows
+
+    def _open_next(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        target = self._tmp if self.single_file else self._tmp / f"part-{self._n_parts:05d}.parquet"
+        self._writer = pq.ParquetWriter(target, self.schema, compression="zstd")
+        self._n_parts += 1
+        self._part_rows = 0
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self._writer is None and exc_type is None:
+            self._open_next()  # an empty but valid table
+        if self._writer is not None:
+            self._writer.close()
+        if exc_type is not None:
+            _remove(self._tmp)
+            return
+        _remove(self.path)
+        self._tmp.rename(self.path)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()
+
+
+def _token_table_files(path: Path) -> list[Path]:
+    if not path.exists():
+        raise DivscopeError(
+            f"{path}: no such token table (a .parquet file or a directory of parts)."
+        )
+    return _part_files(path) if path.is_dir() else [path]
+
+
+def scan_token_table(path: str | os.PathLike) -> pl.LazyFrame:
+    """Lazily scan a token table (one Parquet file or a directory of parts).
+
+    Raises:
+        DivscopeError: the path is missing or the table lacks token-table columns.
+    """
+    files = _token_table_files(Path(path))
+    try:
+        frame = pl.scan_parquet(files)
+        columns = frame.collect_schema().names()
+    except Exception as error:
+        raise DivscopeError(f"{path}: not a readable Parquet token table ({error}).") from error
+    require_columns(columns, TOKEN_TABLE, source=str(path), what="a token table")
+    return frame
+
+
+def read_token_table(path: str | os.PathLike) -> pl.DataFrame:
+    """Read a whole token table into memory (see `scan_token_table`)."""
+    return scan_token_table(path).collect()
+
+
+def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
+    """The `divscope` metadata (models, top_p, temperature, ...) of a token table."""
+    first = _token_table_files(Path(path))[0]
+    try:
+        metadata = pq.read_schema(first).metadata or {}
+    except Exception as error:
+        raise DivscopeError(f"{first}: not a readable Parquet file ({error}).") from error
+    if METADATA_KEY not in metadata:
+        raise DivscopeError(f"{first}: no 'divscope' metadata; was it written by divscope score?")
+    return json.loads(metadata[METADATA_KEY])
