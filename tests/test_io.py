@@ -1,0 +1,142 @@
+import json
+
+import polars as pl
+import pytest
+from conftest import make_tokenizer
+
+from divscope.errors import DivscopeError
+from divscope.io import (
+    TokenTableWriter,
+    attach_token_ids,
+    read_metadata,
+    read_token_table,
+    read_trajectories,
+)
+from divscope.schema import TOKEN_TABLE
+
+
+def _write(path, rows):
+    if path.suffix == ".jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    else:
+        pl.DataFrame(rows).write_parquet(path)
+    return path
+
+
+ID_ROWS = [
+    {"prompt_id": "a", "sample_id": 0, "prompt_ids": [1, 5], "response_ids": [6, 7, 2]},
+    {"prompt_id": "a", "sample_id": 1, "prompt_ids": [1, 5], "response_ids": [8]},
+]
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_read_trajectories_jsonl_and_parquet_agree(tmp_path, suffix):
+    frame = read_trajectories(_write(tmp_path / f"t{suffix}", ID_ROWS))
+    assert frame["prompt_id"].dtype == pl.String
+    assert frame["sample_id"].dtype == pl.Int32
+    assert frame["response_ids"].to_list() == [[6, 7, 2], [8]]
+
+
+@pytest.mark.parametrize(
+    "rows,message",
+    [
+        ([{"prompt_id": "a", "prompt_ids": [1], "response_ids": [2]}], "'sample_id'"),
+        ([{"prompt_id": "a", "sample_id": 0, "prompt_ids": [1]}], "either 'prompt_ids'"),
+        (ID_ROWS + [ID_ROWS[0]], "duplicate key prompt_id='a', sample_id=0"),
+        (
+            [{"prompt_id": "a", "sample_id": 0, "prompt": "w1", "response": None}],
+            "column 'response' is null",
+        ),
+    ],
+)
+def test_read_trajectories_rejects_bad_input(tmp_path, rows, message):
+    path = _write(tmp_path / "t.jsonl", rows)
+    with pytest.raises(DivscopeError, match=message):
+        read_trajectories(path)
+
+
+def test_unreadable_and_missing_files(tmp_path):
+    broken = tmp_path / "broken.parquet"
+    broken.write_bytes(b"not parquet")
+    with pytest.raises(DivscopeError, match="broken.parquet: could not be read"):
+        read_trajectories(broken)
+    with pytest.raises(DivscopeError, match="no such file"):
+        read_trajectories(tmp_path / "absent.jsonl")
+    with pytest.raises(DivscopeError, match="unknown file type '.csv'"):
+        read_trajectories(_write(tmp_path / "t.parquet", ID_ROWS).rename(tmp_path / "t.csv"))
+
+
+def test_text_is_tokenized_like_ids(tmp_path):
+    tokenizer = make_tokenizer()
+    rows = [{"prompt_id": "p", "sample_id": 0, "prompt": "w1 w2", "response": "w3 w4"}]
+    frame = attach_token_ids(
+        read_trajectories(_write(tmp_path / "t.jsonl", rows)), tokenizer, source="t"
+    )
+    w = tokenizer.convert_tokens_to_ids
+    # The prompt gets the tokenizer's special tokens (none for this word-level tokenizer's
+    # template), the response never does.
+    assert frame["prompt_ids"].to_list() == [tokenizer("w1 w2")["input_ids"]]
+    assert frame["response_ids"].to_list() == [[w("w3"), w("w4")]]
+
+
+def test_empty_response_and_foreign_ids_are_rejected(tmp_path):
+    tokenizer = make_tokenizer()
+    empty = [{"prompt_id": "p", "sample_id": 3, "prompt_ids": [1], "response_ids": []}]
+    with pytest.raises(DivscopeError, match="empty response for prompt_id='p', sample_id=3"):
+        attach_token_ids(
+            read_trajectories(_write(tmp_path / "e.jsonl", empty)), tokenizer, source="e"
+        )
+    foreign = [{"prompt_id": "p", "sample_id": 0, "prompt_ids": [1], "response_ids": [5, 999]}]
+    with pytest.raises(DivscopeError, match="token id 999, outside"):
+        attach_token_ids(
+            read_trajectories(_write(tmp_path / "f.jsonl", foreign)), tokenizer, source="f"
+        )
+
+
+def _token_rows(n: int) -> pl.DataFrame:
+    values = {}
+    for column, dtype in TOKEN_TABLE.items():
+        if dtype == pl.String:
+            values[column] = [f"{column}{i}" for i in range(n)]
+        elif dtype == pl.Boolean:
+            values[column] = [None] * n
+        else:
+            values[column] = list(range(n))
+    return pl.DataFrame(values).with_columns(pl.col(c).cast(t) for c, t in TOKEN_TABLE.items())
+
+
+@pytest.mark.parametrize("name", ["tokens.parquet", "tokens_dir"])
+def test_writer_roundtrip_single_file_and_parts(tmp_path, name):
+    out = tmp_path / name
+    with TokenTableWriter(out, {"top_p": 0.7}, rows_per_part=3) as writer:
+        writer.write(_token_rows(2))
+        writer.write(_token_rows(2))
+        writer.write(_token_rows(2))
+    table = read_token_table(out)
+    assert table.height == 6
+    assert table.schema == pl.Schema(TOKEN_TABLE)
+    assert read_metadata(out) == {"top_p": 0.7}
+    if out.is_dir():
+        assert sorted(p.name for p in out.iterdir()) == ["part-00000.parquet", "part-00001.parquet"]
+    assert [p.name for p in tmp_path.iterdir()] == [name]
+
+
+def test_writer_refuses_existing_output_and_keeps_it_on_failure(tmp_path):
+    out = tmp_path / "tokens.parquet"
+    with TokenTableWriter(out, {"run": 1}) as writer:
+        writer.write(_token_rows(1))
+    with pytest.raises(DivscopeError, match="output exists; pass --overwrite"):
+        TokenTableWriter(out, {"run": 2})
+    with pytest.raises(KeyboardInterrupt), TokenTableWriter(out, {"run": 2}, overwrite=True) as w:
+        w.write(_token_rows(5))
+        raise KeyboardInterrupt
+    assert read_metadata(out) == {"run": 1}
+    assert read_token_table(out).height == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["tokens.parquet"]
+
+
+def test_token_table_reader_names_missing_columns(tmp_path):
+    path = tmp_path / "bad.parquet"
+    _token_rows(1).drop("js").write_parquet(path)
+    with pytest.raises(DivscopeError, match="missing column\\(s\\) 'js'"):
+        read_token_table(path)
