@@ -1,0 +1,86 @@
+"""Pure analyses of token tables and cross-sample results.
+
+Every function takes a polars DataFrame or LazyFrame and returns a frame or a small frozen
+dataclass: no torch, no printing, no files. `metric` defaults to `js` and accepts any divergence
+column of the token table. Each statistic is defined here exactly once.
+"""
+
+from divscope.analyses.cross_sampling import cross_sampling_curve, pass_at_k_curve
+from divscope.analyses.distribution import (
+    Histogram,
+    Lorenz,
+    Sparsity,
+    compare,
+    histogram,
+    lorenz,
+    sparsity,
+)
+from divscope.analyses.evolution import evolution
+from divscope.analyses.failure import FailureAUROC, failure_auroc, response_scores
+from divscope.analyses.position import early_density, positional_profile
+from divscope.analyses.shift import (
+    RankReordering,
+    TailPromotion,
+    entropy_by_divergence,
+    rank_reordering,
+    tail_promotion,
+    topk_overlap,
+)
+from divscope.analyses.stats import (
+    Interval,
+    auroc,
+    bootstrap_ci,
+    pass_at_k,
+    percentile_interval,
+    problem_bootstrap_weights,
+    weighted_auroc,
+)
+from divscope.analyses.summary import Summary, summary, to_jsonable
+from divscope.analyses.tokens import (
+    PLANNING_WORDS,
+    PlanningEnrichment,
+    normalized_token,
+    planning_enrichment,
+    token_profile,
+    word_frequencies,
+)
+
+__all__ = [
+    "PLANNING_WORDS",
+    "FailureAUROC",
+    "Histogram",
+    "Interval",
+    "Lorenz",
+    "PlanningEnrichment",
+    "RankReordering",
+    "Sparsity",
+    "Summary",
+    "TailPromotion",
+    "auroc",
+    "bootstrap_ci",
+    "compare",
+    "cross_sampling_curve",
+    "early_density",
+    "entropy_by_divergence",
+    "evolution",
+    "failure_auroc",
+    "histogram",
+    "lorenz",
+    "normalized_token",
+    "pass_at_k",
+    "pass_at_k_curve",
+    "percentile_interval",
+    "planning_enrichment",
+    "positional_profile",
+    "problem_bootstrap_weights",
+    "rank_reordering",
+    "response_scores",
+    "sparsity",
+    "summary",
+    "tail_promotion",
+    "to_jsonable",
+    "token_profile",
+    "topk_overlap",
+    "weighted_auroc",
+    "word_frequencies",
+]

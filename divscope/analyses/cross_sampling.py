@@ -1,0 +1,219 @@
+"""Accuracy-vs-budget curves of cross-sampling, and pass@k curves (the paper's Table 1).
+
+Input: cross-sample results, one row per generated response (DESIGN "Cross-sample results").
+Accuracy is mean@n: the share of a prompt's responses that are correct, averaged over prompts.
+Every interval resamples prompts with one shared set of bootstrap weights, so the intervals of
+different policies and the recovery's base/RL controls are paired.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import polars as pl
+
+from divscope.analyses._frames import Frame, checked_lazy
+from divscope.analyses.stats import (
+    Interval,
+    pass_at_k,
+    percentile_interval,
+    problem_bootstrap_weights,
+)
+from divscope.errors import DivscopeError
+
+CURVE_COLUMNS: tuple[str, ...] = (
+    "prompt_id", "policy", "budget", "correct", "n_tokens", "n_switches", "n_effective",
+)  # fmt: skip
+
+
+def _weighted_mean(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Row-wise weighted mean of `values` [n] under `weights` [rows, n]; NaN for zero weight."""
+    total = weights.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, weights @ values / total, np.nan)
+
+
+def cross_sampling_curve(
+    results: Frame,
+    *,
+    base_policy: str = "base",
+    rl_policy: str = "rl",
+    n_boot: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> pl.DataFrame:
+    """Per policy and budget: accuracy, recovery of the RL gain, and switched-token shares.
+
+    recovery = (acc − acc_base) / (acc_rl − acc_base), where the controls are the responses of
+    `base_policy` and `rl_policy` (all their budgets pooled) on the same prompts; 0 means no gain
+    over the base model, 1 the full RL accuracy. Ungraded responses (`correct` null) are skipped.
+
+    Args:
+        results: cross-sample results with `prompt_id`, `policy`, `budget`, `correct`,
+            `n_tokens`, `n_switches`, `n_effective`.
+        base_policy: the policy name of the base-model control.
+        rl_policy: the policy name of the RL-model control.
+        n_boot: bootstrap resamples of prompts.
+        seed: seed of the bootstrap.
+        confidence: coverage of the intervals.
+
+    Returns:
+        One row per (policy, budget), sorted: `policy`, `budget`, `n_prompts`, `n_responses`,
+        `accuracy`, `accuracy_low`, `accuracy_high`, `recovery`, `recovery_low`,
+        `recovery_high` (null without both controls or when they tie), `switch_share_pooled`
+        (Σ n_switches / Σ n_tokens), `switch_share_mean` (mean of per-response shares), and
+        `effective_share_pooled`, `effective_share_mean` (the same for `n_effective`).
+
+    >>> results = pl.DataFrame({"prompt_id": ["a", "a", "b", "b"] * 3,
+    ...     "policy": ["base"] * 4 + ["rl"] * 4 + ["forward"] * 4, "budget": [-1] * 8 + [2] * 4,
+    ...     "correct": [False, False, True, False, True, True, True, True,
+    ...                 True, False, True, True],
+    ...     "n_tokens": [10] * 12, "n_switches": [0] * 8 + [1, 2, 0, 1], "n_effective": [0] * 12})
+    >>> curve = cross_sampling_curve(results, n_boot=20)
+    >>> curve.filter(policy="forward").select("accuracy", "recovery", "switch_share_pooled").row(0)
+    (0.75, 0.6666666666666666, 0.1)
+    """
+    lazy = checked_lazy(results, CURVE_COLUMNS, what="cross_sampling_curve")
+    graded = lazy.select(CURVE_COLUMNS).drop_nulls("correct")
+    per_prompt = (
+        graded.group_by("policy", "budget", "prompt_id")
+        .agg(
+            pl.col("correct").mean().alias("accuracy"),
+            pl.len().alias("n_responses"),
+            pl.col("n_switches").sum().alias("switches"),
+            pl.col("n_effective").sum().alias("effective"),
+            pl.col("n_tokens").sum().alias("tokens"),
+            (pl.col("n_switches") / pl.col("n_tokens")).filter(pl.col("n_tokens") > 0).alias("sw"),
+            (pl.col("n_effective") / pl.col("n_tokens")).filter(pl.col("n_tokens") > 0).alias("ef"),
+        )
+        .collect()
+    )
+    if per_prompt.is_empty():
+        raise DivscopeError("cross_sampling_curve: no graded responses (all `correct` are null).")
+    prompts = per_prompt["prompt_id"].unique().sort()
+    index = {p: i for i, p in enumerate(prompts.to_list())}
+    weights = problem_bootstrap_weights(len(index), n_boot=n_boot, seed=seed)
+
+    def accuracies(policy: str) -> np.ndarray:
+        """Accuracy per prompt of a control policy (budgets pooled), NaN where absent."""
+        control = (
+            graded.filter(pl.col("policy") == policy)
+            .group_by("prompt_id")
+            .agg(pl.col("correct").mean())
+            .collect()
+        )
+        values = np.full(len(index), np.nan)
+        for prompt_id, accuracy in control.iter_rows():
+            values[index[prompt_id]] = accuracy
+        return values
+
+    base, rl = accuracies(base_policy), accuracies(rl_policy)
+    rows = []
+    for (policy, budget), cell in per_prompt.group_by("policy", "budget", maintain_order=True):
+        where = np.array([index[p] for p in cell["prompt_id"]])
+        accuracy = cell["accuracy"].to_numpy()
+        acc = percentile_interval(
+            accuracy.mean(), _weighted_mean(accuracy, weights[:, where]), confidence
+        )
+        recovery = _recovery(accuracy, base[where], rl[where], weights[:, where], confidence)
+        switch_shares = cell["sw"].explode().drop_nulls()
+        effective_shares = cell["ef"].explode().drop_nulls()
+        tokens = cell["tokens"].sum()
+        rows.append(
+            {
+                "policy": policy,
+                "budget": budget,
+                "n_prompts": cell.height,
+                "n_responses": int(cell["n_responses"].sum()),
+                "accuracy": acc.estimate,
+                "accuracy_low": acc.low,
+                "accuracy_high": acc.high,
+                "recovery": recovery.estimate if recovery else None,
+                "recovery_low": recovery.low if recovery else None,
+                "recovery_high": recovery.high if recovery else None,
+                "switch_share_pooled": cell["switches"].sum() / tokens if tokens else None,
+                "switch_share_mean": switch_shares.mean(),
+                "effective_share_pooled": cell["effective"].sum() / tokens if tokens else None,
+                "effective_share_mean": effective_shares.mean(),
+            }
+        )
+    return pl.DataFrame(rows).sort("policy", "budget")
+
+
+def _recovery(
+    accuracy: np.ndarray,
+    base: np.ndarray,
+    rl: np.ndarray,
+    weights: np.ndarray,
+    confidence: float,
+) -> Interval | None:
+    """Recovery of the RL gain on the prompts that all three share, with a paired bootstrap."""
+    shared = ~np.isnan(base) & ~np.isnan(rl)
+    if not shared.any():
+        return None
+    accuracy, base, rl, weights = accuracy[shared], base[shared], rl[shared], weights[:, shared]
+    gap = rl.mean() - base.mean()
+    if gap == 0:
+        return None
+    resampled_gap = _weighted_mean(rl, weights) - _weighted_mean(base, weights)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        resamples = np.where(
+            resampled_gap != 0,
+            (_weighted_mean(accuracy, weights) - _weighted_mean(base, weights)) / resampled_gap,
+            np.nan,
+        )
+    return percentile_interval((accuracy.mean() - base.mean()) / gap, resamples, confidence)
+
+
+def pass_at_k_curve(
+    results: Frame,
+    ks: Sequence[int] | None = None,
+    *,
+    by: Sequence[str] = ("policy", "budget"),
+) -> pl.DataFrame:
+    """Mean unbiased pass@k over prompts, per group (e.g. per policy and budget).
+
+    Args:
+        results: graded responses with `prompt_id`, `correct` and the `by` columns.
+        ks: the k values; default the powers of two up to the fewest samples of any prompt.
+        by: the grouping columns (may be empty).
+
+    Returns:
+        One row per group and k: the `by` columns, `k`, `pass_at_k`, `n_prompts`.
+
+    Raises:
+        DivscopeError: a k exceeds the samples of some prompt in a group.
+
+    >>> results = pl.DataFrame({"prompt_id": ["a"] * 4 + ["b"] * 4,
+    ...                         "correct": [True, False, False, False] + [False] * 4})
+    >>> pass_at_k_curve(results, by=())["pass_at_k"].to_list()
+    [0.125, 0.25, 0.5]
+    """
+    lazy = checked_lazy(results, ["prompt_id", "correct", *by], what="pass_at_k_curve")
+    counts = (
+        lazy.drop_nulls("correct")
+        .group_by(*by, "prompt_id")
+        .agg(pl.len().alias("n"), pl.col("correct").sum().alias("c"))
+        .collect()
+    )
+    if counts.is_empty():
+        raise DivscopeError("pass_at_k_curve: no graded responses (all `correct` are null).")
+    if ks is None:
+        fewest = int(counts["n"].min())
+        ks = [2**i for i in range(fewest.bit_length())]
+    rows = []
+    groups = counts.group_by(*by, maintain_order=True) if by else [((), counts)]
+    for key, group in groups:
+        pairs = list(zip(group["n"].to_list(), group["c"].to_list(), strict=True))
+        for k in ks:
+            estimates = [pass_at_k(n, c, k) for n, c in pairs]
+            rows.append(
+                {
+                    **dict(zip(by, key, strict=True)),
+                    "k": k,
+                    "pass_at_k": float(np.mean(estimates)),
+                    "n_prompts": len(pairs),
+                }
+            )
+    return pl.DataFrame(rows).sort(*by, "k") if by else pl.DataFrame(rows)

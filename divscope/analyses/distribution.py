@@ -1,0 +1,276 @@
+"""How a divergence metric is distributed over tokens: sparsity, histogram, Lorenz curve, Gini.
+
+`metric` is any numeric token-table column; the divergences are `js` (the default, top-p
+truncated), `js_full`, `kl_base_rl`, `kl_rl_base` and `ce_base_rl`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from divscope.analyses._frames import (
+    DEFAULT_PERCENTILES,
+    Frame,
+    as_float,
+    checked_lazy,
+    percentile_exprs,
+    percentile_label,
+)
+from divscope.errors import DivscopeError
+
+DEFAULT_SPARSITY_THRESHOLDS: tuple[float, ...] = (1e-4, 1e-3, 1e-2)
+DEFAULT_MASS_SHARES: tuple[float, ...] = (0.5, 0.8, 0.9)
+
+
+@dataclass(frozen=True)
+class Sparsity:
+    """How many tokens barely diverge, and the percentiles of the metric."""
+
+    metric: str
+    """The column summarized."""
+    n_tokens: int
+    """Tokens with a non-null value."""
+    mean: float
+    """Mean of the metric (NaN without tokens)."""
+    share_below: dict[float, float]
+    """Threshold -> share of tokens whose value is strictly below it."""
+    percentiles: dict[float, float]
+    """Percentile (0-100) -> value, linearly interpolated as NumPy's default."""
+
+
+def sparsity(
+    tokens: Frame,
+    metric: str = "js",
+    *,
+    thresholds: Sequence[float] = DEFAULT_SPARSITY_THRESHOLDS,
+    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+) -> Sparsity:
+    """Share of tokens with the metric below near-zero thresholds, and its percentile table.
+
+    Args:
+        tokens: a token table (DataFrame or LazyFrame).
+        metric: the column to summarize.
+        thresholds: near-zero cut-offs; a token counts when its value is strictly below.
+        percentiles: percentiles in [0, 100].
+
+    Returns:
+        A `Sparsity`; nulls are ignored, and an empty input gives NaN statistics.
+
+    >>> frame = pl.DataFrame({"js": [0.0, 0.0, 0.0005, 0.2]})
+    >>> result = sparsity(frame, thresholds=(1e-4, 1e-3))
+    >>> result.share_below
+    {0.0001: 0.5, 0.001: 0.75}
+    """
+    lazy = checked_lazy(tokens, [metric], what="sparsity").select(metric).drop_nulls()
+    row = lazy.select(
+        pl.len().alias("n_tokens"),
+        pl.col(metric).mean().alias("mean"),
+        *[(pl.col(metric) < t).mean().alias(f"below_{i}") for i, t in enumerate(thresholds)],
+        *percentile_exprs(metric, percentiles),
+    ).collect()
+    values = row.row(0, named=True)
+    return Sparsity(
+        metric=metric,
+        n_tokens=int(values["n_tokens"]),
+        mean=as_float(values["mean"]),
+        share_below={float(t): as_float(values[f"below_{i}"]) for i, t in enumerate(thresholds)},
+        percentiles={float(q): as_float(values[percentile_label(q)]) for q in percentiles},
+    )
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """Counts of a metric in bins; the last bin includes its right edge (NumPy's convention)."""
+
+    metric: str
+    """The column counted."""
+    edges: tuple[float, ...]
+    """Bin edges, length bins + 1, increasing."""
+    counts: tuple[int, ...]
+    """Tokens per bin, length bins."""
+    n_below: int
+    """Tokens below the first edge (with log bins: zeros and values under `low`)."""
+    n_above: int
+    """Tokens above the last edge."""
+
+
+def histogram(
+    tokens: Frame,
+    metric: str = "js",
+    *,
+    bins: int = 50,
+    log: bool = False,
+    low: float | None = None,
+    high: float | None = None,
+) -> Histogram:
+    """Bin edges and counts of a metric, linear or log-spaced (the paper's Fig. 2).
+
+    Args:
+        tokens: a token table.
+        metric: the column to count.
+        bins: number of bins.
+        log: log-spaced edges (geometric), for metrics spanning orders of magnitude.
+        low: first edge; default the minimum, or with `log` the smallest positive value.
+        high: last edge; default the maximum.
+
+    Returns:
+        A `Histogram`; values outside [low, high] are counted in `n_below` / `n_above`.
+
+    Raises:
+        DivscopeError: no usable values, or `low` >= `high`.
+
+    >>> histogram(pl.DataFrame({"js": [0.0, 0.1, 0.2, 0.4]}), bins=2).counts
+    (2, 2)
+    """
+    if bins < 1:
+        raise DivscopeError(f"histogram: bins must be >= 1, got {bins}.")
+    column = checked_lazy(tokens, [metric], what="histogram").select(metric).drop_nulls()
+    values = column.collect().to_series().to_numpy()
+    positive = values[values > 0] if log else values
+    if low is None or high is None:
+        if positive.size == 0:
+            kind = "positive values" if log else "values"
+            raise DivscopeError(f"histogram: column {metric!r} has no {kind} to bin.")
+        low = float(positive.min()) if low is None else low
+        high = float(positive.max()) if high is None else high
+    if not low < high or (log and low <= 0):
+        raise DivscopeError(
+            f"histogram: need 0 < low < high for log bins or low < high, got low={low}, "
+            f"high={high}; pass low= and high= explicitly."
+        )
+    edges = np.geomspace(low, high, bins + 1) if log else np.linspace(low, high, bins + 1)
+    # Index of the bin holding each value; values equal to `high` belong to the last bin.
+    index = np.searchsorted(edges, values, side="right") - 1
+    index[values == edges[-1]] = bins - 1
+    counts = np.bincount(index[(index >= 0) & (index < bins)], minlength=bins)
+    return Histogram(
+        metric=metric,
+        edges=tuple(float(e) for e in edges),
+        counts=tuple(int(c) for c in counts),
+        n_below=int((index < 0).sum()),
+        n_above=int((index >= bins).sum()),
+    )
+
+
+@dataclass(frozen=True)
+class Lorenz:
+    """Concentration of the divergence mass on few tokens."""
+
+    metric: str
+    """The column measured (must be non-negative)."""
+    n_tokens: int
+    """Tokens with a non-null value."""
+    gini: float
+    """Gini coefficient in [0, 1]: 0 = every token diverges equally."""
+    curve: pl.DataFrame
+    """Columns `token_share`, `mass_share`: the least divergent `token_share` of tokens hold
+    `mass_share` of the total, sampled at evenly spaced token shares."""
+    token_share_for_mass: dict[float, float]
+    """Mass share q -> smallest share of tokens (most divergent first) holding q of the mass."""
+
+
+def lorenz(
+    tokens: Frame,
+    metric: str = "js",
+    *,
+    n_points: int = 101,
+    mass_shares: Sequence[float] = DEFAULT_MASS_SHARES,
+) -> Lorenz:
+    """Lorenz curve of a divergence column, its Gini coefficient, and top-token mass shares.
+
+    With values sorted ascending x_1 <= ... <= x_n and total S, the curve joins (i/n, Σ_{j<=i}
+    x_j / S) and Gini = 1 - 2 · (area under it) = 2 Σ i x_i / (n S) - (n + 1) / n. A column that
+    sums to zero is perfectly equal: Gini 0 and the diagonal.
+
+    Args:
+        tokens: a token table.
+        metric: a non-negative column.
+        n_points: points sampled along the curve (token shares 0, 1/(n_points-1), ..., 1).
+        mass_shares: shares of the total mass for `token_share_for_mass`.
+
+    Returns:
+        A `Lorenz`.
+
+    Raises:
+        DivscopeError: no values, or a negative value.
+
+    >>> result = lorenz(pl.DataFrame({"js": [0.0, 0.0, 0.0, 1.0]}), n_points=5)
+    >>> result.gini, result.token_share_for_mass[0.9]
+    (0.75, 0.25)
+    """
+    if n_points < 2:
+        raise DivscopeError(f"lorenz: n_points must be >= 2, got {n_points}.")
+    column = checked_lazy(tokens, [metric], what="lorenz").select(metric).drop_nulls()
+    values = np.sort(column.collect().to_series().to_numpy().astype(np.float64))
+    n = values.size
+    if n == 0:
+        raise DivscopeError(f"lorenz: column {metric!r} has no values.")
+    if values[0] < 0:
+        raise DivscopeError(
+            f"lorenz: column {metric!r} has a negative value ({values[0]}); the Lorenz curve "
+            "needs a non-negative divergence."
+        )
+    token_share = np.linspace(0.0, 1.0, n_points)
+    total = values.sum()
+    if total == 0:
+        mass_share = token_share
+        gini = 0.0
+        shares = {float(q): float(q) for q in mass_shares}
+    else:
+        cumulative = np.concatenate([[0.0], np.cumsum(values)]) / total
+        mass_share = np.interp(token_share * n, np.arange(n + 1), cumulative)
+        ranks = np.arange(1, n + 1, dtype=np.float64)
+        gini = float(np.clip(2 * (ranks @ values) / (n * total) - (n + 1) / n, 0.0, 1.0))
+        from_top = np.cumsum(values[::-1])
+        # Relative slack so that rounding in the cumulative sum cannot skip the exact hit.
+        needed = np.searchsorted(from_top, np.asarray(mass_shares) * total * (1 - 1e-12)) + 1
+        shares = {float(q): float(m) / n for q, m in zip(mass_shares, needed, strict=True)}
+    return Lorenz(
+        metric=metric,
+        n_tokens=n,
+        gini=gini,
+        curve=pl.DataFrame({"token_share": token_share, "mass_share": mass_share}),
+        token_share_for_mass=shares,
+    )
+
+
+def compare(
+    tables: Mapping[str, Frame],
+    metric: str = "js",
+    *,
+    thresholds: Sequence[float] = DEFAULT_SPARSITY_THRESHOLDS,
+    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+) -> pl.DataFrame:
+    """Side-by-side sparsity of several labelled tables (RL vs the SFT control, Figs. 6 and 12).
+
+    Args:
+        tables: label -> token table, e.g. {"rl": rl_tokens, "sft": sft_tokens}.
+        metric: the column compared.
+        thresholds: near-zero cut-offs, as in `sparsity`.
+        percentiles: percentiles, as in `sparsity`.
+
+    Returns:
+        One row per label, in the mapping's order: `label`, `n_tokens`, `mean`,
+        `share_below_<t>` per threshold and `p<q>` per percentile.
+
+    >>> tables = {"rl": pl.DataFrame({"js": [0.0, 0.3]}), "sft": pl.DataFrame({"js": [0.2, 0.3]})}
+    >>> compare(tables, thresholds=(1e-3,), percentiles=(50,))["share_below_0.001"].to_list()
+    [0.5, 0.0]
+    """
+    rows = []
+    for label, table in tables.items():
+        result = sparsity(table, metric, thresholds=thresholds, percentiles=percentiles)
+        rows.append(
+            {
+                "label": label,
+                "n_tokens": result.n_tokens,
+                "mean": result.mean,
+                **{f"share_below_{t:g}": s for t, s in result.share_below.items()},
+                **{percentile_label(q): v for q, v in result.percentiles.items()},
+            }
+        )
+    return pl.DataFrame(rows)

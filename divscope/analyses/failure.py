@@ -1,0 +1,135 @@
+"""Does divergence predict a wrong answer? Failure-prediction AUROC (the takeover paper).
+
+Each response is scored by the mean of its `top_n` largest divergence values; the AUROC of that
+score for `correct == False` is compared with the same statistic of base entropy. Intervals come
+from the problem-level bootstrap (responses to one prompt are resampled together).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from divscope.analyses._frames import Frame, checked_lazy
+from divscope.analyses.stats import (
+    Interval,
+    auroc,
+    percentile_interval,
+    problem_bootstrap_weights,
+    weighted_auroc,
+)
+from divscope.errors import DivscopeError
+
+
+@dataclass(frozen=True)
+class FailureAUROC:
+    """AUROC of per-response scores for predicting a wrong answer."""
+
+    metric: str
+    """The divergence column."""
+    top_n: int
+    """Each response's score is the mean of its `top_n` largest values."""
+    n_responses: int
+    """Graded responses used."""
+    n_failures: int
+    """Responses with `correct == False` (the positive class)."""
+    n_prompts: int
+    """Prompts (the bootstrap's resampling unit)."""
+    divergence: Interval
+    """AUROC of the top-n mean of `metric`, with its bootstrap interval."""
+    entropy: Interval
+    """AUROC of the top-n mean of `entropy_base`, the baseline predictor."""
+
+
+def response_scores(tokens: Frame, metric: str = "js", *, top_n: int = 100) -> pl.DataFrame:
+    """Per response: the mean of its `top_n` largest `metric` and `entropy_base` values.
+
+    Args:
+        tokens: a token table with the response key, `entropy_base` and `correct`.
+        metric: the divergence column.
+        top_n: values averaged per response (all of them in a shorter response).
+
+    Returns:
+        One row per response: `prompt_id`, `sample_id`, `correct`, `score` (from `metric`),
+        `entropy_score` (from `entropy_base`), sorted by the key.
+
+    >>> frame = pl.DataFrame({"prompt_id": ["a"] * 3, "sample_id": [0] * 3, "correct": [True] * 3,
+    ...                       "js": [0.1, 0.5, 0.3], "entropy_base": [1.0, 1.0, 4.0]})
+    >>> response_scores(frame, top_n=2).select("score", "entropy_score").row(0)
+    (0.4, 2.5)
+    """
+    if top_n < 1:
+        raise DivscopeError(f"failure_auroc: top_n must be >= 1, got {top_n}.")
+    required = ["prompt_id", "sample_id", "correct", metric, "entropy_base"]
+    lazy = checked_lazy(tokens, required, what="failure_auroc")
+    return (
+        lazy.group_by("prompt_id", "sample_id")
+        .agg(
+            pl.col("correct").cast(pl.Boolean).first(),
+            pl.col(metric).top_k(top_n).mean().alias("score"),
+            pl.col("entropy_base").top_k(top_n).mean().alias("entropy_score"),
+        )
+        .sort("prompt_id", "sample_id")
+        .collect()
+    )
+
+
+def failure_auroc(
+    tokens: Frame,
+    metric: str = "js",
+    *,
+    top_n: int = 100,
+    n_boot: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> FailureAUROC:
+    """AUROC of each response's top-n mean divergence for predicting `correct == False`.
+
+    Args:
+        tokens: a token table with `correct` filled in (ungraded responses are skipped).
+        metric: the divergence column.
+        top_n: values averaged per response.
+        n_boot: bootstrap resamples of prompts.
+        seed: seed of the bootstrap.
+        confidence: coverage of the intervals.
+
+    Returns:
+        A `FailureAUROC` for the divergence and for base entropy.
+
+    Raises:
+        DivscopeError: no graded responses, or all of them correct or all wrong.
+
+    >>> frame = pl.DataFrame({"prompt_id": ["a", "a", "b", "b"], "sample_id": [0, 1, 0, 1],
+    ...     "correct": [True, False, True, False], "js": [0.1, 0.5, 0.2, 0.4],
+    ...     "entropy_base": [1.0, 1.0, 1.0, 1.0]})
+    >>> result = failure_auroc(frame, n_boot=10)
+    >>> result.divergence.estimate, result.entropy.estimate
+    (1.0, 0.5)
+    """
+    scores = response_scores(tokens, metric, top_n=top_n).drop_nulls("correct")
+    failed = (~scores["correct"]).to_numpy()
+    n_failures = int(failed.sum())
+    if n_failures in (0, scores.height):
+        raise DivscopeError(
+            f"failure_auroc: needs both correct and wrong responses; got {scores.height} graded "
+            f"responses, {n_failures} wrong. Grade the trajectories before scoring."
+        )
+    prompt_index = scores["prompt_id"].rank("dense").cast(pl.Int64).to_numpy() - 1
+    n_prompts = int(prompt_index.max()) + 1
+    weights = problem_bootstrap_weights(n_prompts, n_boot=n_boot, seed=seed)[:, prompt_index]
+
+    def interval(column: str) -> Interval:
+        values = scores[column].to_numpy()
+        resamples = weighted_auroc(values, failed, weights)
+        return percentile_interval(auroc(values, failed), resamples, confidence)
+
+    return FailureAUROC(
+        metric=metric,
+        top_n=top_n,
+        n_responses=scores.height,
+        n_failures=n_failures,
+        n_prompts=n_prompts,
+        divergence=interval("score"),
+        entropy=interval("entropy_score"),
+    )

@@ -1,0 +1,268 @@
+"""What changes at divergent positions: entropy, top-k overlap, rank reordering, tail promotion.
+
+"High-divergence" always means metric strictly above the threshold; "low" strictly below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import polars as pl
+
+from divscope.analyses._frames import Frame, as_float, checked_lazy
+from divscope.errors import DivscopeError
+from divscope.schema import OVERLAP_KS
+
+DEFAULT_OVERLAP_THRESHOLDS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.2)
+DEFAULT_TAIL_CUTOFFS: tuple[float, ...] = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.05, 0.1, 0.2, 0.5, 1.0)
+RL_TOKENS: tuple[int, ...] = (1, 2, 3)
+
+
+def entropy_by_divergence(tokens: Frame, metric: str = "js", *, split: float = 0.1) -> pl.DataFrame:
+    """Base and RL entropy of low- and high-divergence tokens (Fig. 4).
+
+    Args:
+        tokens: a token table with `entropy_base` and `entropy_rl`.
+        metric: the divergence column.
+        split: low = metric < split, high = metric > split.
+
+    Returns:
+        Rows `low` then `high`: `group`, `count`, `mean_entropy_base`, `median_entropy_base`,
+        `mean_entropy_rl`, `median_entropy_rl` (null for an empty group).
+
+    >>> frame = pl.DataFrame({"js": [0.0, 0.5], "entropy_base": [0.1, 2.0],
+    ...                       "entropy_rl": [0.2, 1.0]})
+    >>> entropy_by_divergence(frame)["mean_entropy_rl"].to_list()
+    [0.2, 1.0]
+    """
+    required = [metric, "entropy_base", "entropy_rl"]
+    lazy = checked_lazy(tokens, required, what="entropy_by_divergence")
+    groups = {"low": pl.col(metric) < split, "high": pl.col(metric) > split}
+    exprs = []
+    for name, condition in groups.items():
+        exprs.append(condition.sum().cast(pl.Int64).alias(f"{name}|count"))
+        for column in ("entropy_base", "entropy_rl"):
+            selected = pl.col(column).filter(condition)
+            exprs.append(selected.mean().alias(f"{name}|mean_{column}"))
+            exprs.append(selected.median().alias(f"{name}|median_{column}"))
+    row = lazy.select(exprs).collect().row(0, named=True)
+    fields = ("count", "mean_entropy_base", "median_entropy_base")
+    fields += ("mean_entropy_rl", "median_entropy_rl")
+    return pl.DataFrame(
+        [{"group": name, **{f: row[f"{name}|{f}"] for f in fields}} for name in groups],
+        schema={"group": pl.String, "count": pl.Int64, **{f: pl.Float64 for f in fields[1:]}},
+    )
+
+
+def topk_overlap(
+    tokens: Frame,
+    metric: str = "js",
+    *,
+    thresholds: Sequence[float] = DEFAULT_OVERLAP_THRESHOLDS,
+    ks: Sequence[int] = OVERLAP_KS,
+) -> pl.DataFrame:
+    """Mean top-k overlap of base and RL among tokens above each divergence threshold (Fig. 9).
+
+    Args:
+        tokens: a token table with the `overlap_<k>` columns.
+        metric: the divergence column.
+        thresholds: a token counts for a threshold when its metric is strictly above it.
+        ks: which `overlap_<k>` columns to average.
+
+    Returns:
+        One row per threshold: `threshold`, `count`, and `overlap_<k>` (mean, null when no
+        token passes the threshold).
+
+    >>> frame = pl.DataFrame({"js": [0.0, 0.3], "overlap_1": [1.0, 0.0], "overlap_2": [1.0, 0.5]})
+    >>> topk_overlap(frame, thresholds=(0.1,), ks=(1, 2)).row(0)
+    (0.1, 1, 0.0, 0.5)
+    """
+    columns = [f"overlap_{k}" for k in ks]
+    lazy = checked_lazy(tokens, [metric, *columns], what="topk_overlap")
+    exprs = []
+    for i, threshold in enumerate(thresholds):
+        above = pl.col(metric) > threshold
+        exprs.append(above.sum().cast(pl.Int64).alias(f"{i}|count"))
+        exprs.extend(pl.col(c).filter(above).mean().alias(f"{i}|{c}") for c in columns)
+    row = lazy.select(exprs).collect().row(0, named=True) if exprs else {}
+    return pl.DataFrame(
+        [
+            {"threshold": float(t), **{c: row[f"{i}|{c}"] for c in ["count", *columns]}}
+            for i, t in enumerate(thresholds)
+        ],
+        schema={"threshold": pl.Float64, "count": pl.Int64, **{c: pl.Float64 for c in columns}},
+    )
+
+
+@dataclass(frozen=True)
+class RankReordering:
+    """Where the RL model's top tokens sit in the base ranking, at high-divergence positions."""
+
+    metric: str
+    """The divergence column."""
+    threshold: float
+    """Positions with metric strictly above this are counted."""
+    n_positions: int
+    """High-divergence positions."""
+    distribution: pl.DataFrame
+    """Columns `rl_token` (k of the RL model's k-th token), `base_rank` (1..max_rank, and
+    max_rank + 1 for any rank beyond), `count`, `share` (of `n_positions`)."""
+    within_base_top1: dict[int, float]
+    """k -> share of positions where the RL k-th token is the base top-1."""
+    within_base_top3: dict[int, float]
+    """k -> share of positions where the RL k-th token is within the base top-3."""
+
+
+def rank_reordering(
+    tokens: Frame, metric: str = "js", *, threshold: float = 0.1, max_rank: int = 10
+) -> RankReordering:
+    """Distribution of `rl_top{1,2,3}_rank_in_base` at high-divergence positions (Fig. 22).
+
+    Args:
+        tokens: a token table with the `rl_top<k>_rank_in_base` columns.
+        metric: the divergence column.
+        threshold: positions with metric strictly above are counted.
+        max_rank: ranks above it are pooled into the row `base_rank = max_rank + 1`.
+
+    Returns:
+        A `RankReordering`; shares are NaN when no position passes the threshold.
+
+    >>> frame = pl.DataFrame({"js": [0.5, 0.5], "rl_top1_rank_in_base": [1, 4],
+    ...                       "rl_top2_rank_in_base": [2, 1], "rl_top3_rank_in_base": [3, 2]})
+    >>> rank_reordering(frame).within_base_top3
+    {1: 0.5, 2: 1.0, 3: 1.0}
+    """
+    if max_rank < 3:
+        raise DivscopeError(f"rank_reordering: max_rank must be >= 3, got {max_rank}.")
+    columns = [f"rl_top{k}_rank_in_base" for k in RL_TOKENS]
+    lazy = checked_lazy(tokens, [metric, *columns], what="rank_reordering")
+    high = lazy.filter(pl.col(metric) > threshold).select(columns).collect()
+    n = high.height
+    grid = pl.DataFrame(
+        {
+            "rl_token": pl.Series(
+                [k for k in RL_TOKENS for _ in range(max_rank + 1)], dtype=pl.Int32
+            ),
+            "base_rank": pl.Series(list(range(1, max_rank + 2)) * len(RL_TOKENS), dtype=pl.Int32),
+        }
+    )
+    counts = pl.concat(
+        [
+            high.select(pl.col(c).clip(upper_bound=max_rank + 1).cast(pl.Int32).alias("base_rank"))
+            .group_by("base_rank")
+            .agg(pl.len().cast(pl.Int64).alias("count"))
+            .with_columns(pl.lit(k, dtype=pl.Int32).alias("rl_token"))
+            for k, c in zip(RL_TOKENS, columns, strict=True)
+        ],
+        how="diagonal",
+    )
+    distribution = (
+        grid.join(counts, on=["rl_token", "base_rank"], how="left")
+        .with_columns(pl.col("count").fill_null(0))
+        .with_columns((pl.col("count") / n if n else pl.lit(float("nan"))).alias("share"))
+        .sort("rl_token", "base_rank")
+    )
+    shares = high.select(
+        *[
+            (pl.col(c) == 1).mean().alias(f"top1_{k}")
+            for k, c in zip(RL_TOKENS, columns, strict=True)
+        ],
+        *[
+            (pl.col(c) <= 3).mean().alias(f"top3_{k}")
+            for k, c in zip(RL_TOKENS, columns, strict=True)
+        ],
+    ).row(0, named=True)
+    return RankReordering(
+        metric=metric,
+        threshold=threshold,
+        n_positions=n,
+        distribution=distribution,
+        within_base_top1={k: as_float(shares[f"top1_{k}"]) for k in RL_TOKENS},
+        within_base_top3={k: as_float(shares[f"top3_{k}"]) for k in RL_TOKENS},
+    )
+
+
+@dataclass(frozen=True)
+class TailPromotion:
+    """How far down the base distribution the RL model's choice comes from (Fig. 10)."""
+
+    metric: str
+    """The divergence column."""
+    threshold: float
+    """Positions with metric strictly above this are counted."""
+    n_positions: int
+    """High-divergence positions."""
+    curve: pl.DataFrame
+    """Columns `cutoff`, `share`: share of positions whose `p_base_of_rl_top1` < cutoff."""
+    tail_cutoff: float
+    """Base probability below which the RL top-1 token counts as promoted from the tail."""
+    n_tail: int
+    """Positions whose RL top-1 token has base probability below `tail_cutoff`."""
+    tail_rl_prob_mean: float
+    """Mean RL probability (`p_top1_rl`) of those promoted tokens (NaN if none)."""
+    tail_rl_prob_median: float
+    """Median RL probability of those promoted tokens (NaN if none)."""
+
+
+def tail_promotion(
+    tokens: Frame,
+    metric: str = "js",
+    *,
+    threshold: float = 0.1,
+    cutoffs: Sequence[float] = DEFAULT_TAIL_CUTOFFS,
+    tail_cutoff: float = 0.01,
+) -> TailPromotion:
+    """Cumulative share of high-divergence positions by base probability of the RL top-1 token.
+
+    Args:
+        tokens: a token table with `p_base_of_rl_top1` and `p_top1_rl`.
+        metric: the divergence column.
+        threshold: positions with metric strictly above are counted.
+        cutoffs: sweep of base-probability cut-offs for the curve.
+        tail_cutoff: the base probability that defines a promoted tail token.
+
+    Returns:
+        A `TailPromotion`.
+
+    >>> frame = pl.DataFrame({"js": [0.5, 0.5], "p_base_of_rl_top1": [0.001, 0.3],
+    ...                       "p_top1_rl": [0.9, 0.6]})
+    >>> result = tail_promotion(frame, cutoffs=(0.01, 0.5))
+    >>> result.curve["share"].to_list(), result.n_tail, result.tail_rl_prob_mean
+    ([0.5, 1.0], 1, 0.9)
+    """
+    required = [metric, "p_base_of_rl_top1", "p_top1_rl"]
+    lazy = checked_lazy(tokens, required, what="tail_promotion")
+    high = lazy.filter(pl.col(metric) > threshold).select(required[1:])
+    tail = pl.col("p_base_of_rl_top1") < tail_cutoff
+    row = (
+        high.select(
+            pl.len().alias("n"),
+            *[
+                (pl.col("p_base_of_rl_top1") < c).mean().alias(f"cut_{i}")
+                for i, c in enumerate(cutoffs)
+            ],
+            tail.sum().cast(pl.Int64).alias("n_tail"),
+            pl.col("p_top1_rl").filter(tail).mean().alias("tail_mean"),
+            pl.col("p_top1_rl").filter(tail).median().alias("tail_median"),
+        )
+        .collect()
+        .row(0, named=True)
+    )
+    curve = pl.DataFrame(
+        {
+            "cutoff": [float(c) for c in cutoffs],
+            "share": [as_float(row[f"cut_{i}"]) for i in range(len(cutoffs))],
+        },
+        schema={"cutoff": pl.Float64, "share": pl.Float64},
+    )
+    return TailPromotion(
+        metric=metric,
+        threshold=threshold,
+        n_positions=int(row["n"]),
+        curve=curve,
+        tail_cutoff=tail_cutoff,
+        n_tail=int(row["n_tail"]),
+        tail_rl_prob_mean=as_float(row["tail_mean"]),
+        tail_rl_prob_median=as_float(row["tail_median"]),
+    )

@@ -1,0 +1,195 @@
+"""Which words diverge: planning-word enrichment, word frequencies, one token's profile.
+
+Token strings are compared after `normalized_token`: leading-space markers (a space, `Ġ`, `▁`)
+and surrounding whitespace stripped, lowercased, so " Wait", "Ġwait" and "wait" are one word.
+Normalization runs on the distinct token strings only, which keeps it cheap on large tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import polars as pl
+
+from divscope.analyses._frames import DEFAULT_PERCENTILES, Frame, checked_lazy, top_count
+from divscope.analyses.distribution import DEFAULT_SPARSITY_THRESHOLDS, Sparsity, sparsity
+
+# Words that open, redirect or check a line of reasoning: the "planning" or "forking" tokens the
+# papers find among the most divergent positions. Pass your own lexicon to replace it.
+PLANNING_WORDS: frozenset[str] = frozenset(
+    {
+        "wait", "alternatively", "let", "first", "check", "verify", "hmm", "but", "maybe",
+        "instead", "however", "try", "consider", "suppose", "recall", "so", "then", "next",
+        "now", "therefore", "thus", "perhaps", "actually", "another", "since", "note", "assume",
+        "double", "again", "means", "because", "if",
+    }
+)  # fmt: skip
+
+
+def normalized_token(column: str = "token") -> pl.Expr:
+    """The token string with leading-space markers and surrounding whitespace removed, lowercased.
+
+    >>> frame = pl.DataFrame({"token": [" Wait", "Ġlet", "▁So\\n"]})
+    >>> frame.select(normalized_token())["token"].to_list()
+    ['wait', 'let', 'so']
+    """
+    return (
+        pl.col(column)
+        .str.replace(r"^[\sĠ▁]+", "")
+        .str.strip_chars()
+        .str.to_lowercase()
+        .alias(column)
+    )
+
+
+def _word_counts(lazy: pl.LazyFrame) -> pl.LazyFrame:
+    """Counts per normalized word of the `token` column, normalizing each distinct token once."""
+    return (
+        lazy.group_by("token")
+        .agg(pl.len().cast(pl.Int64).alias("count"))
+        .with_columns(normalized_token().alias("word"))
+        .group_by("word")
+        .agg(pl.col("count").sum())
+    )
+
+
+@dataclass(frozen=True)
+class PlanningEnrichment:
+    """Planning words among the most divergent tokens vs among all tokens."""
+
+    metric: str
+    """The divergence column."""
+    top_share: float
+    """Share of tokens counted as most divergent."""
+    n_top: int
+    """Most divergent tokens: ⌈top_share · n⌉."""
+    share_top: float
+    """Share of planning words among the most divergent tokens."""
+    share_all: float
+    """Share of planning words among all tokens."""
+    enrichment: float
+    """share_top / share_all (NaN when no token is a planning word)."""
+
+
+def planning_enrichment(
+    tokens: Frame,
+    metric: str = "js",
+    *,
+    top_share: float = 0.01,
+    lexicon: Iterable[str] = PLANNING_WORDS,
+) -> PlanningEnrichment:
+    """Share of planning words among the top `top_share` most divergent tokens vs all tokens.
+
+    Args:
+        tokens: a token table with `token`.
+        metric: the divergence column.
+        top_share: share of tokens, most divergent first, in (0, 1].
+        lexicon: the planning words, compared after normalization (default `PLANNING_WORDS`).
+
+    Returns:
+        A `PlanningEnrichment`.
+
+    >>> frame = pl.DataFrame({"token": [" Wait", " the", " so", " x"], "js": [0.6, 0.1, 0.0, 0.0]})
+    >>> result = planning_enrichment(frame, top_share=0.25)
+    >>> result.share_top, result.share_all, result.enrichment
+    (1.0, 0.5, 2.0)
+    """
+    lazy = checked_lazy(tokens, ["token", metric], what="planning_enrichment")
+    lazy = lazy.select("token", metric).drop_nulls(metric)
+    words = pl.Series(sorted({w.strip().lower() for w in lexicon}), dtype=pl.String)
+    counts = _word_counts(lazy).collect()
+    n = int(counts["count"].sum())
+    planning_all = int(counts.filter(pl.col("word").is_in(words.implode()))["count"].sum())
+    n_top = top_count(n, top_share)
+    top = lazy.select(pl.col("token").top_k_by(metric, n_top))
+    planning_top = int(
+        _word_counts(top).collect().filter(pl.col("word").is_in(words.implode()))["count"].sum()
+    )
+    share_top = planning_top / n_top if n_top else float("nan")
+    share_all = planning_all / n if n else float("nan")
+    return PlanningEnrichment(
+        metric=metric,
+        top_share=top_share,
+        n_top=n_top,
+        share_top=share_top,
+        share_all=share_all,
+        enrichment=share_top / share_all if share_all else float("nan"),
+    )
+
+
+def word_frequencies(
+    tokens: Frame, metric: str = "js", *, high: float = 0.1, low: float = 0.01, top: int = 50
+) -> pl.DataFrame:
+    """Most frequent words above `high` and below `low` divergence (the word clouds of Fig. 5).
+
+    Tokens that normalize to an empty string (pure whitespace) are left out.
+
+    Args:
+        tokens: a token table with `token`.
+        metric: the divergence column.
+        high: the high group is metric > high.
+        low: the low group is metric < low.
+        top: words kept per group.
+
+    Returns:
+        Rows of group `high` then `low`: `group`, `word`, `count`, `share` (of the group's
+        non-empty words), most frequent first, ties by word.
+
+    >>> frame = pl.DataFrame({"token": [" Wait", "wait", " the"], "js": [0.5, 0.3, 0.0]})
+    >>> word_frequencies(frame).rows()
+    [('high', 'wait', 2, 1.0), ('low', 'the', 1, 1.0)]
+    """
+    lazy = checked_lazy(tokens, ["token", metric], what="word_frequencies")
+    groups = {"high": pl.col(metric) > high, "low": pl.col(metric) < low}
+    frames = []
+    for name, condition in groups.items():
+        counts = (
+            _word_counts(lazy.filter(condition))
+            .filter(pl.col("word") != "")
+            .with_columns((pl.col("count") / pl.col("count").sum()).alias("share"))
+            .sort(["count", "word"], descending=[True, False])
+            .head(top)
+            .select(pl.lit(name).alias("group"), "word", "count", "share")
+        )
+        frames.append(counts)
+    return pl.concat(pl.collect_all(frames))
+
+
+def token_profile(
+    tokens: Frame,
+    token: str,
+    metric: str = "js",
+    *,
+    thresholds: Sequence[float] = DEFAULT_SPARSITY_THRESHOLDS,
+    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+) -> Sparsity:
+    """The divergence distribution of one word across its occurrences (the paper's "the", Fig. 23).
+
+    Args:
+        tokens: a token table with `token`.
+        token: the word; matched after normalization, so "the" also matches " The".
+        metric: the divergence column.
+        thresholds: near-zero cut-offs, as in `sparsity`.
+        percentiles: percentiles, as in `sparsity`.
+
+    Returns:
+        The `Sparsity` of the word's occurrences (`n_tokens` = occurrences).
+
+    >>> frame = pl.DataFrame({"token": [" the", "The", " cat"], "js": [0.0, 0.4, 0.9]})
+    >>> token_profile(frame, "the", percentiles=(50,)).percentiles
+    {50.0: 0.2}
+    """
+    lazy = checked_lazy(tokens, ["token", metric], what="token_profile")
+    target = pl.DataFrame({"token": [token]}).select(normalized_token())["token"][0]
+    matching = (
+        lazy.select(pl.col("token").unique())
+        .filter(normalized_token() == target)
+        .collect()["token"]
+    )
+    return sparsity(
+        lazy.filter(pl.col("token").is_in(matching.implode())),
+        metric,
+        thresholds=thresholds,
+        percentiles=percentiles,
+    )
