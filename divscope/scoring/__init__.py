@@ -1,0 +1,15 @@
+"""The teacher-forced scoring engine and its per-position statistics kernel."""
+
+from divscope.scoring.engine import ScoreConfig, ScoreSummary, score_trajectories
+from divscope.scoring.stats import Nucleus, PairStats, StatsConfig, pair_stats, top_p_nucleus
+
+__all__ = [
+    "Nucleus",
+    "PairStats",
+    "ScoreConfig",
+    "ScoreSummary",
+    "StatsConfig",
+    "pair_stats",
+    "score_trajectories",
+    "top_p_nucleus",
+]

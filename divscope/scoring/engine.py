@@ -1,0 +1,393 @@
+"""The teacher-forced scoring engine: trajectories in, token-table row groups out.
+
+One forward pass per sequence per model, sequences packed into batches by a token budget
+(sorted by length, right-padded, attention-masked). The decoder's final hidden states of the
+response positions only go through the output head, `chunk_rows` rows at a time, and every
+statistic of both models is computed on that chunk (`pair_stats`); no `[batch, seq, vocab]`
+tensor ever exists. Each finished batch is handed to `sink` as a token-table frame, so the
+caller streams it to disk.
+
+Position contract: the distribution scored for response token t is the next-token
+distribution given prompt + response[:t], i.e. the output at input index prompt_len + t − 1.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+import torch
+from torch import Tensor
+
+from divscope.errors import DivscopeError
+from divscope.models import context_length, vocab_size
+from divscope.schema import TOKEN_TABLE, TRAJECTORY_IDS, TRAJECTORY_KEY, require_columns
+from divscope.scoring.stats import StatsConfig, pair_stats
+
+# JS below this counts as "near zero" in the summary (nats; JS is in [0, ln 2]).
+NEAR_ZERO_JS = 1e-3
+SUMMARY_QUANTILES: tuple[float, ...] = (0.5, 0.9, 0.99, 0.999)
+
+
+@dataclass(frozen=True)
+class ScoreConfig:
+    """How trajectories are scored."""
+
+    top_p: float = 0.7
+    """Nucleus mass of the truncated distributions behind `js` (--top-p)."""
+    temperature: float = 1.0
+    """Temperature dividing the logits before top-p, for `js` and `nucleus_*` (--temperature)."""
+    batch_tokens: int = 16384
+    """Padded tokens per forward batch (--batch-tokens); a longer sequence runs alone."""
+    chunk_rows: int = 64
+    """Response positions per output-head chunk (--chunk-rows); bounds the [rows, V] buffers."""
+    window: int = 1024
+    """Width of the sorted top-K window for top-p, top-k and ranks (--window)."""
+
+    def __post_init__(self) -> None:
+        _ = self.stats  # validates top_p, temperature, window
+        if self.batch_tokens < 1:
+            raise DivscopeError(f"--batch-tokens must be >= 1, got {self.batch_tokens}.")
+        if self.chunk_rows < 1:
+            raise DivscopeError(f"--chunk-rows must be >= 1, got {self.chunk_rows}.")
+
+    @property
+    def stats(self) -> StatsConfig:
+        """The statistics' part of this configuration."""
+        try:
+            return StatsConfig(top_p=self.top_p, temperature=self.temperature, window=self.window)
+        except ValueError as error:
+            raise DivscopeError(str(error)) from error
+
+
+@dataclass(frozen=True)
+class ScoreSummary:
+    """What a scoring run produced, for the one-screen report at the end."""
+
+    sequences: int
+    tokens: int
+    fallback_rows: int
+    """Positions whose top-p/top-k needed the exact full sort (window too narrow)."""
+    js_quantiles: tuple[tuple[float, float], ...]
+    """(quantile, JS) pairs; empty when nothing was scored."""
+    near_zero_js_share: float
+    """Share of tokens with js < `NEAR_ZERO_JS`."""
+    seconds: float
+
+    def format(self) -> str:
+        """A short multi-line report."""
+        rate = self.tokens / self.seconds if self.seconds > 0 else math.nan
+        quantiles = ", ".join(f"p{100 * q:g}={v:.4g}" for q, v in self.js_quantiles) or "-"
+        share = f"{self.fallback_rows / self.tokens:.2%}" if self.tokens else "-"
+        return "\n".join(
+            [
+                f"sequences        {self.sequences:,}",
+                f"tokens           {self.tokens:,} ({rate:,.0f} tokens/s, {self.seconds:.1f} s)",
+                f"JS quantiles     {quantiles}",
+                f"near-zero JS     {self.near_zero_js_share:.2%} of tokens (js < {NEAR_ZERO_JS:g})",
+                f"full-sort rows   {self.fallback_rows:,} ({share} of tokens)",
+            ]
+        )
+
+
+def score_trajectories(
+    trajectories: pl.DataFrame,
+    base,
+    rl,
+    tokenizer,
+    config: ScoreConfig = ScoreConfig(),  # noqa: B008 (frozen, hashable)
+    *,
+    sink: Callable[[pl.DataFrame], None],
+    progress: bool = True,
+) -> ScoreSummary:
+    """Score every response token of `trajectories` under `base` and `rl`.
+
+    Args:
+        trajectories: one row per response with `prompt_id`, `sample_id`, `prompt_ids`,
+            `response_ids` (lists of token ids) and optionally `correct`.
+        base: the base model (a transformers causal LM, in eval mode, on its device).
+        rl: the RL-fine-tuned model; it must share `tokenizer` with `base`.
+        tokenizer: the shared tokenizer; its size is the vocabulary.
+        config: top-p, temperature, batching and chunking.
+        sink: called with each finished batch as a token-table frame (all `TOKEN_TABLE`
+            columns, those dtypes), e.g. `TokenTableWriter.write` or `list.append`.
+        progress: show a tqdm progress bar with tokens/s on stderr.
+
+    Returns:
+        The run's summary.
+
+    Raises:
+        DivscopeError: a missing column, an empty prompt or response, a token id outside the
+            vocabulary, a sequence longer than a model's context, or a model whose logits the
+            engine cannot reproduce from its hidden states.
+    """
+    from tqdm.auto import tqdm
+
+    start = time.perf_counter()
+    plan = _Plan.build(trajectories, base, rl, tokenizer, config)
+    js_parts: list[np.ndarray] = []
+    fallback_rows = 0
+    with tqdm(
+        total=plan.total_tokens, unit="tok", unit_scale=True, disable=not progress, desc="scoring"
+    ) as bar:
+        for frame, fallbacks in _scored_batches(plan, base, rl, tokenizer, config):
+            sink(frame)
+            js_parts.append(frame["js"].to_numpy())
+            fallback_rows += fallbacks
+            bar.update(frame.height)
+    js = np.concatenate(js_parts) if js_parts else np.empty(0, dtype=np.float32)
+    return ScoreSummary(
+        sequences=trajectories.height,
+        tokens=int(js.size),
+        fallback_rows=fallback_rows,
+        js_quantiles=tuple((q, float(np.quantile(js, q))) for q in SUMMARY_QUANTILES)
+        if js.size
+        else (),
+        near_zero_js_share=float((js < NEAR_ZERO_JS).mean()) if js.size else 0.0,
+        seconds=time.perf_counter() - start,
+    )
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Validated inputs and the batches to run (lists of row indices, longest first)."""
+
+    frame: pl.DataFrame
+    prompts: list[list[int]]
+    responses: list[list[int]]
+    batches: list[list[int]]
+    vocab: int
+    total_tokens: int
+
+    @staticmethod
+    def build(trajectories: pl.DataFrame, base, rl, tokenizer, config: ScoreConfig) -> _Plan:
+        require_columns(
+            trajectories.columns,
+            (*TRAJECTORY_KEY, *TRAJECTORY_IDS),
+            source="trajectories",
+            what="scoring",
+        )
+        vocab = vocab_size(tokenizer)
+        prompts = trajectories["prompt_ids"].to_list()
+        responses = trajectories["response_ids"].to_list()
+        keys = trajectories.select(TRAJECTORY_KEY).rows()
+        for (prompt_id, sample_id), prompt, response in zip(keys, prompts, responses, strict=True):
+            where = f"prompt_id={prompt_id!r}, sample_id={sample_id!r}"
+            if not prompt or not response:
+                part = "prompt" if not prompt else "response"
+                raise DivscopeError(
+                    f"trajectories: empty {part} for {where}; every trajectory needs at least "
+                    "one prompt token (e.g. BOS) and one response token."
+                )
+            bad = [i for i in (*prompt, *response) if not 0 <= i < vocab]
+            if bad:
+                raise DivscopeError(
+                    f"trajectories: token id {bad[0]} of {where} is outside the tokenizer's "
+                    f"vocabulary [0, {vocab})."
+                )
+        # The input is prompt + response[:-1]: the last token's own successor is never needed.
+        lengths = [len(p) + len(r) - 1 for p, r in zip(prompts, responses, strict=True)]
+        for name, model in (("base", base), ("rl", rl)):
+            _check_model(model, name, vocab)
+            limit = context_length(model)
+            if limit is None:
+                continue
+            for (prompt_id, sample_id), prompt, response, length in zip(
+                keys, prompts, responses, lengths, strict=True
+            ):
+                if length > limit:
+                    raise DivscopeError(
+                        f"trajectories: prompt_id={prompt_id!r}, sample_id={sample_id!r} is too "
+                        f"long for the {name} model: {len(prompt)} prompt + {len(response)} "
+                        f"response tokens need {length} positions, its context is {limit} "
+                        "(config.max_position_embeddings). Drop or truncate such trajectories."
+                    )
+        plan = _Plan(
+            frame=trajectories,
+            prompts=prompts,
+            responses=responses,
+            batches=_pack(lengths, config.batch_tokens),
+            vocab=vocab,
+            total_tokens=sum(len(r) for r in responses),
+        )
+        if trajectories.height:
+            for name, model in (("base", base), ("rl", rl)):
+                _check_head_reproduces_logits(model, name, (prompts[0] + responses[0])[:16], vocab)
+        return plan
+
+
+def _pack(lengths: list[int], batch_tokens: int) -> list[list[int]]:
+    """Greedy batches over rows sorted by length (longest first) whose padded size
+    (rows × longest) stays within `batch_tokens`; a longer row runs alone."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    for i in order:
+        # Rows come longest first, so a batch's first row sets its padded width.
+        if batches and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= batch_tokens:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
+
+
+def _scored_batches(
+    plan: _Plan, base, rl, tokenizer, config: ScoreConfig
+) -> Iterator[tuple[pl.DataFrame, int]]:
+    """Yield (token-table frame, full-sort rows) per batch."""
+    pieces = _TokenPieces(tokenizer)
+    stats_config = config.stats
+    for batch in plan.batches:
+        batch = sorted(batch)  # input order within the batch
+        prompts = [plan.prompts[i] for i in batch]
+        responses = [plan.responses[i] for i in batch]
+        with torch.inference_mode():
+            hidden_b = _response_hidden(base, prompts, responses)  # [N, d_base]
+            hidden_r = _response_hidden(rl, prompts, responses)  # [N, d_rl]
+            head_b, head_r = _Head(base, plan.vocab), _Head(rl, plan.vocab)
+            token_ids = torch.tensor(
+                [t for r in responses for t in r], dtype=torch.int64, device=head_b.device
+            )  # [N]
+            columns: dict[str, list[Tensor]] = {}
+            fallbacks = 0
+            for lo in range(0, token_ids.numel(), config.chunk_rows):
+                rows = slice(lo, lo + config.chunk_rows)
+                logits_b = head_b(hidden_b[rows])  # [c, V] float32
+                logits_r = head_r(hidden_r[rows]).to(logits_b.device)  # [c, V] float32
+                stats = pair_stats(logits_b, logits_r, token_ids[rows], stats_config)
+                fallbacks += stats.fallback_rows
+                for name, value in stats.columns().items():
+                    columns.setdefault(name, []).append(value.cpu())
+        yield _batch_frame(plan, batch, responses, columns, pieces), fallbacks
+
+
+def _response_hidden(model, prompts: list[list[int]], responses: list[list[int]]) -> Tensor:
+    """Final hidden states `[N, d]` of the positions that predict each response token
+    (input index prompt_len + t − 1 for token t), for a right-padded batch."""
+    device = model.get_input_embeddings().weight.device
+    inputs = [p + r[:-1] for p, r in zip(prompts, responses, strict=True)]
+    width = max(len(x) for x in inputs)
+    input_ids = torch.zeros(len(inputs), width, dtype=torch.int64)  # [B, S]; pad id is masked
+    attention_mask = torch.zeros(len(inputs), width, dtype=torch.int64)  # [B, S]
+    row_index, position_index = [], []
+    for i, (x, p, r) in enumerate(zip(inputs, prompts, responses, strict=True)):
+        input_ids[i, : len(x)] = torch.tensor(x)
+        attention_mask[i, : len(x)] = 1
+        row_index += [i] * len(r)
+        position_index += range(len(p) - 1, len(p) - 1 + len(r))
+    out = model.get_decoder()(
+        input_ids=input_ids.to(device), attention_mask=attention_mask.to(device), use_cache=False
+    )
+    hidden = out.last_hidden_state  # [B, S, d]
+    rows = torch.tensor(row_index, device=hidden.device)
+    return hidden[rows, torch.tensor(position_index, device=hidden.device)]  # [N, d]
+
+
+class _Head:
+    """The model's output head on the tokenizer's rows, with the final logit transform its
+    causal-LM class applies after the head, returning float32 logits."""
+
+    def __init__(self, model, vocab: int) -> None:
+        head = model.get_output_embeddings()
+        self.weight = head.weight[:vocab]  # [V, d]; a view, padded rows dropped
+        bias = getattr(head, "bias", None)
+        self.bias = None if bias is None else bias[:vocab]
+        self.device = self.weight.device
+        config = model.config.get_text_config()
+        self.softcap = getattr(config, "final_logit_softcapping", None)
+        scale = getattr(config, "logit_scale", None)  # Cohere multiplies
+        divisor = getattr(config, "logits_scaling", None)  # Granite divides
+        self.scale = (scale or 1.0) / (divisor or 1.0)
+
+    def __call__(self, hidden: Tensor) -> Tensor:
+        logits = torch.nn.functional.linear(hidden.to(self.device), self.weight, self.bias)
+        logits = logits.float()  # [c, V]
+        if self.scale != 1.0:
+            logits = logits * self.scale
+        if self.softcap is not None:
+            logits = torch.tanh(logits / self.softcap) * self.softcap
+        return logits
+
+
+def _check_model(model, name: str, vocab: int) -> None:
+    head = model.get_output_embeddings()
+    if head is None or not hasattr(head, "weight"):
+        raise DivscopeError(
+            f"the {name} model ({type(model).__name__}) has no output head "
+            "(get_output_embeddings()); score a causal LM (AutoModelForCausalLM)."
+        )
+    if head.weight.shape[0] < vocab:
+        raise DivscopeError(
+            f"the {name} model's output head has {head.weight.shape[0]} rows but the tokenizer "
+            f"has {vocab} tokens; the model and tokenizer do not belong together."
+        )
+
+
+def _check_head_reproduces_logits(model, name: str, ids: list[int], vocab: int) -> None:
+    """Refuse models whose causal-LM forward transforms logits in a way `_Head` does not
+    reproduce (compared on a short probe against the model's own full forward)."""
+    device = model.get_input_embeddings().weight.device
+    with torch.inference_mode():
+        input_ids = torch.tensor([ids], device=device)  # [1, s]
+        expected = model(input_ids=input_ids, use_cache=False).logits[0, :, :vocab].float()
+        hidden = model.get_decoder()(input_ids=input_ids, use_cache=False).last_hidden_state[0]
+        got = _Head(model, vocab)(hidden).to(expected.device)  # [s, V]
+    scale = 1.0 + expected.abs().max().item()
+    tolerance = (1e-4 if model.dtype == torch.float32 else 3e-2) * scale
+    error = (got - expected).abs().max().item()
+    if not error <= tolerance:
+        raise DivscopeError(
+            f"the {name} model ({type(model).__name__}) transforms its logits after the output "
+            f"head in a way divscope does not reproduce (max difference {error:.3g} on a probe). "
+            "Its architecture is not supported by the chunked scorer yet; please file an issue."
+        )
+
+
+class _TokenPieces:
+    """Decoded text of single tokens, cached across batches."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+        self.cache: dict[int, str] = {}
+
+    def __call__(self, token_ids: np.ndarray) -> list[str]:
+        new = [int(i) for i in np.unique(token_ids) if int(i) not in self.cache]
+        if new:
+            texts = self.tokenizer.batch_decode([[i] for i in new])
+            self.cache.update(zip(new, texts, strict=True))
+        return [self.cache[int(i)] for i in token_ids]
+
+
+def _batch_frame(
+    plan: _Plan,
+    batch: list[int],
+    responses: list[list[int]],
+    columns: dict[str, list[Tensor]],
+    pieces: _TokenPieces,
+) -> pl.DataFrame:
+    """Assemble one batch's token-table frame (every TOKEN_TABLE column, in order)."""
+    lengths = np.array([len(r) for r in responses])  # [B]
+    positions = np.concatenate([np.arange(n) for n in lengths])  # [N]
+    n_tokens = np.repeat(lengths, lengths)  # [N]
+    token_ids = np.concatenate([np.asarray(r) for r in responses])  # [N]
+    rows = plan.frame[batch]
+    correct = rows["correct"] if "correct" in rows.columns else pl.lit(None)
+    keys = rows.select(
+        pl.col("prompt_id").cast(pl.String), pl.col("sample_id"), correct.alias("correct")
+    )[np.repeat(np.arange(len(batch)), lengths)]
+    values = pl.DataFrame(
+        {
+            "position": positions,
+            "n_tokens": n_tokens,
+            "rel_position": positions / n_tokens,
+            "token_id": token_ids,
+            "token": pieces(token_ids),
+            **{name: torch.cat(parts).numpy() for name, parts in columns.items()},
+        }
+    )
+    return pl.concat([keys, values], how="horizontal").select(
+        pl.col(name).cast(dtype) for name, dtype in TOKEN_TABLE.items()
+    )
