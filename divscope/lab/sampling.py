@@ -1,0 +1,83 @@
+"""Batched decoding for the lab models: T=1 sampling or greedy, with a KV cache.
+
+Prompts are batched by length, so no prompt is ever padded and position ids need no care. The
+generator makes sampling reproducible; thread count is fixed by the caller (`build`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import torch
+from transformers import PreTrainedModel
+
+
+@torch.no_grad()
+def generate(
+    model: PreTrainedModel,
+    prompts: list[list[int]],
+    *,
+    eos_id: int,
+    max_new_tokens: int,
+    temperature: float | None,
+    generator: torch.Generator | None = None,
+    batch_size: int = 256,
+) -> list[list[int]]:
+    """Continue each prompt until EOS or `max_new_tokens`.
+
+    Args:
+        model: a causal LM.
+        prompts: token ids of each prompt.
+        eos_id: the end-of-sequence id; it is kept as the last id of a finished response.
+        max_new_tokens: length cap of a response.
+        temperature: sampling temperature (pure softmax sampling, no top-k/top-p), or None for
+            greedy decoding (argmax, ties to the lowest id).
+        generator: random source for sampling.
+        batch_size: prompts decoded together.
+
+    Returns:
+        The response ids of each prompt, in input order.
+    """
+    model.eval()
+    by_length: dict[int, list[int]] = defaultdict(list)
+    for i, prompt in enumerate(prompts):
+        by_length[len(prompt)].append(i)
+    responses: list[list[int]] = [[] for _ in prompts]
+    for length in sorted(by_length):
+        indices = by_length[length]
+        for start in range(0, len(indices), batch_size):
+            chunk = indices[start : start + batch_size]
+            ids = torch.tensor([prompts[i] for i in chunk])  # [batch, prompt_len]
+            out = _decode(model, ids, eos_id, max_new_tokens, temperature, generator)
+            for i, row in zip(chunk, out, strict=True):
+                responses[i] = row
+    return responses
+
+
+def _decode(
+    model: PreTrainedModel,
+    ids: torch.Tensor,
+    eos_id: int,
+    max_new_tokens: int,
+    temperature: float | None,
+    generator: torch.Generator | None,
+) -> list[list[int]]:
+    batch = ids.shape[0]
+    done = torch.zeros(batch, dtype=torch.bool)
+    new_tokens = []
+    out = model(input_ids=ids, use_cache=True, logits_to_keep=1)
+    for _ in range(max_new_tokens):
+        logits = out.logits[:, -1, :].float()  # [batch, vocab]
+        if temperature is None:
+            token = logits.argmax(dim=-1)
+        else:
+            probs = torch.softmax(logits / temperature, dim=-1)
+            token = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+        token = torch.where(done, torch.full_like(token, eos_id), token)
+        new_tokens.append(token)
+        done |= token == eos_id
+        if bool(done.all()):
+            break
+        out = model(input_ids=token[:, None], cache=out.cache, use_cache=True, logits_to_keep=1)
+    rows = torch.stack(new_tokens, dim=1).tolist()  # [batch, new]
+    return [row[: row.index(eos_id) + 1] if eos_id in row else row for row in rows]
