@@ -1,0 +1,170 @@
+"""Benchmark `divscope analyze` on a synthetic token table (target: 10M rows, 60 s, 4 GB, 2 cores).
+
+Writes a synthetic table of `--rows` rows as a directory of 1M-row Parquet parts (or reuses
+`--table`), runs the real command in a subprocess, and prints its whole-process wall time and
+peak resident memory beside the targets. `--breakdown` also times each analysis in-process.
+
+    python bench/analyze.py                       # 10M rows
+    python bench/analyze.py --rows 1000000 --breakdown
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from divscope.schema import OVERLAP_KS, TOKEN_TABLE
+
+TARGET_SECONDS = 60.0
+TARGET_GIB = 4.0
+ROWS_PER_PART = 1_000_000
+PROMPTS, SAMPLES = 30, 32
+WORDS = [" wait", " so", " the", " let", " we", " check", "\n", " x", " =", " 2", " but"]
+WORDS += [f" w{i}" for i in range(5000)]
+
+
+def response_lengths(rows: int, rng: np.random.Generator) -> np.ndarray:
+    """Lengths of PROMPTS × SAMPLES responses that sum to `rows`."""
+    weights = rng.uniform(0.3, 1.7, PROMPTS * SAMPLES)
+    lengths = np.maximum(1, np.floor(weights / weights.sum() * rows)).astype(np.int64)
+    lengths[-1] += rows - lengths.sum()
+    return lengths
+
+
+def synthetic_part(lengths: np.ndarray, first: int, rng: np.random.Generator) -> pl.DataFrame:
+    """Token rows of the responses `first`, `first` + 1, ... with the given lengths."""
+    n = int(lengths.sum())
+    response = np.repeat(np.arange(first, first + lengths.size), lengths)
+    n_tokens = np.repeat(lengths, lengths)
+    position = np.arange(n) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    # Sparse divergence: most tokens near zero, a heavy tail up to ln 2, more of it early.
+    divergent = rng.random(n) < 0.15 * (1.5 - position / n_tokens)
+    js = np.where(divergent, rng.lognormal(-3.5, 1.5, n), rng.lognormal(-12, 2, n))
+    js = np.minimum(js, np.log(2))
+    ranks = rng.geometric(0.5, (3, n))
+    columns = {
+        "prompt_id": np.char.add("p", (response // SAMPLES).astype(str)),
+        "sample_id": response % SAMPLES,
+        "position": position,
+        "n_tokens": n_tokens,
+        "rel_position": position / n_tokens,
+        "token_id": rng.integers(0, len(WORDS), n),
+        "logp_base": -rng.exponential(1.0, n),
+        "logp_rl": -rng.exponential(1.0, n),
+        "entropy_base": rng.exponential(0.5, n) + 2 * js,
+        "entropy_rl": rng.exponential(0.4, n) + js,
+        "js": js,
+        "js_full": js * 1.1,
+        "kl_base_rl": js * 4,
+        "kl_rl_base": js * 3,
+        "ce_base_rl": js * 5 + rng.exponential(0.3, n),
+        "top1_base": rng.integers(0, 5000, n),
+        "top1_rl": rng.integers(0, 5000, n),
+        "rl_top1_rank_in_base": ranks[0],
+        "rl_top2_rank_in_base": ranks[1],
+        "rl_top3_rank_in_base": ranks[2],
+        "p_base_of_rl_top1": rng.beta(0.5, 2.0, n),
+        "p_top1_base": rng.uniform(0.2, 1.0, n),
+        "p_top1_rl": rng.uniform(0.2, 1.0, n),
+        **{f"overlap_{k}": rng.integers(0, k + 1, n) / k for k in OVERLAP_KS},
+        "nucleus_base": rng.integers(1, 50, n),
+        "nucleus_rl": rng.integers(1, 50, n),
+        "correct": np.repeat(rng.random(lengths.size) < 0.6, lengths),
+    }
+    frame = pl.DataFrame(columns).with_columns(
+        pl.col("token_id").replace_strict(range(len(WORDS)), WORDS).alias("token")
+    )
+    return frame.select(pl.col(name).cast(dtype) for name, dtype in TOKEN_TABLE.items())
+
+
+def write_table(rows: int, directory: Path, seed: int = 0) -> Path:
+    """Write a synthetic token table of `rows` rows as part-*.parquet files under `directory`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    lengths = response_lengths(rows, rng)
+    ends = np.cumsum(lengths)
+    part, first = 0, 0
+    while first < lengths.size:
+        # Whole responses per part, about ROWS_PER_PART rows each.
+        last = int(np.searchsorted(ends, ends[first] - lengths[first] + ROWS_PER_PART)) + 1
+        last = min(max(last, first + 1), lengths.size)
+        frame = synthetic_part(lengths[first:last], first, rng)
+        frame.write_parquet(directory / f"part-{part:05d}.parquet")
+        part, first = part + 1, last
+    return directory
+
+
+def run_command(table: Path, out: Path) -> tuple[float, float, str]:
+    """Run `divscope analyze` in a fresh process: wall seconds, peak RSS in GiB, its output."""
+    command = [sys.executable, "-c", "from divscope.cli import app; app()", "analyze"]
+    command += [str(table), "--out", str(out)]
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if done.returncode:
+        raise SystemExit(f"divscope analyze failed ({done.returncode}):\n{done.stderr}")
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux
+    return wall, peak_kib / 2**20, done.stdout
+
+
+def breakdown(table: Path) -> None:
+    """Time each analysis of `summary` in this process on the in-memory columns."""
+    from divscope import analyses
+    from divscope.analyses.summary import SUMMARY_COLUMNS
+    from divscope.io import scan_token_table
+
+    start = time.perf_counter()
+    frame = scan_token_table(table).select(*SUMMARY_COLUMNS, "js").collect(engine="streaming")
+    print(f"  {'read columns':<24}{time.perf_counter() - start:8.2f} s")
+    for name in (
+        "sparsity", "lorenz", "positional_profile", "early_density", "entropy_by_divergence",
+        "topk_overlap", "rank_reordering", "tail_promotion", "planning_enrichment",
+        "word_frequencies", "failure_auroc",
+    ):  # fmt: skip
+        start = time.perf_counter()
+        getattr(analyses, name)(frame)
+        print(f"  {name:<24}{time.perf_counter() - start:8.2f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000_000, help="rows of the synthetic table")
+    parser.add_argument("--table", type=Path, help="reuse this token table instead")
+    parser.add_argument("--breakdown", action="store_true", help="also time each analysis")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="divscope-bench-") as tmp:
+        table = args.table
+        if table is None:
+            start = time.perf_counter()
+            table = write_table(args.rows, Path(tmp) / "tokens")
+            print(f"wrote {args.rows:,}-row synthetic table in {time.perf_counter() - start:.1f} s")
+        rows = pl.scan_parquet(sorted(table.glob("part-*.parquet")) if table.is_dir() else table)
+        n = rows.select(pl.len()).collect().item()
+        wall, peak, output = run_command(table, Path(tmp) / "summary.json")
+        print(output.split("\n\n")[0])
+        print(f"\ndivscope analyze on {n:,} rows ({len(os.sched_getaffinity(0))} CPUs)")
+        print(
+            f"  wall time  {wall:6.1f} s    target {TARGET_SECONDS:.0f} s    "
+            f"ratio {wall / TARGET_SECONDS:.2f}"
+        )
+        print(
+            f"  peak RSS   {peak:6.2f} GiB  target {TARGET_GIB:.0f} GiB  "
+            f"ratio {peak / TARGET_GIB:.2f}"
+        )
+        print(f"  throughput {n / wall / 1e6:6.2f} M rows/s")
+        if args.breakdown:
+            print("\nin-process breakdown:")
+            breakdown(table)
+
+
+if __name__ == "__main__":
+    main()
