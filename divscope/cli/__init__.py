@@ -54,3 +54,6 @@ def _main(
 
 
 # Commands: one module each.
+from divscope.cli import analyze as _analyze  # noqa: E402
+
+app.command("analyze")(_analyze.analyze)
