@@ -21,9 +21,9 @@ from torch import Tensor
 
 from divscope.schema import OVERLAP_KS
 
-LN2 = math.log(2.0)
 # Largest k of the top-k statistics: the RL model's top-3 tokens and the overlap_k columns.
 _KMAX = max(3, *OVERLAP_KS)
+_FLOAT_MAX = torch.finfo(torch.float32).max
 
 
 @dataclass(frozen=True)
@@ -195,10 +195,19 @@ def _xlogy_sum(p: Tensor, log_q: Tensor) -> Tensor:
     return torch.where(p > 0, p * log_q, 0.0).sum(-1)
 
 
-def _js_dense(p: Tensor, log_p: Tensor, q: Tensor, log_q: Tensor) -> Tensor:
-    """JS(P, Q) in nats of full distributions `[n, V]`."""
-    log_m = torch.log(p + q) - LN2  # p + q >= p never underflows where p > 0
-    return 0.5 * (_xlogy_sum(p, log_p - log_m) + _xlogy_sum(q, log_q - log_m))
+def _kl_to_mixture(p: Tensor, q: Tensor) -> Tensor:
+    """Σ p·log(p/m), m = (p + q)/2, over the last axis, 0 where p = 0.
+
+    Written as −p·log1p((q − p)/(2p)): exactly 0 where q = p and accurate where they are
+    close (where JS is near zero); the clamp keeps a tiny p under a large q finite.
+    """
+    ratio = ((q - p) / (2 * p)).clamp_max(_FLOAT_MAX)
+    return torch.where(p > 0, -p * torch.log1p(ratio), 0.0).sum(-1)
+
+
+def _js_dense(p: Tensor, q: Tensor) -> Tensor:
+    """JS(P, Q) in nats of full distributions `[n, V]`; >= 0 (rounding cannot make it negative)."""
+    return (0.5 * (_kl_to_mixture(p, q) + _kl_to_mixture(q, p))).clamp_min(0.0)
 
 
 def pair_stats(
@@ -234,9 +243,10 @@ def pair_stats(
     entropy_base = -_xlogy_sum(pb, log_pb)
     entropy_rl = -_xlogy_sum(pr, log_pr)
     ce_base_rl = -_xlogy_sum(pb, log_pr)
-    kl_base_rl = _xlogy_sum(pb, log_pb - log_pr)
-    kl_rl_base = _xlogy_sum(pr, log_pr - log_pb)
-    js_full = _js_dense(pb, log_pb, pr, log_pr)
+    # KL >= 0: clamp the rounding of nearly identical rows.
+    kl_base_rl = _xlogy_sum(pb, log_pb - log_pr).clamp_min(0.0)
+    kl_rl_base = _xlogy_sum(pr, log_pr - log_pb).clamp_min(0.0)
+    js_full = _js_dense(pb, pr)
 
     if config.temperature == 1.0:
         tb, tr = pb, pr
@@ -244,7 +254,8 @@ def pair_stats(
         tb = torch.softmax(logits_base / config.temperature, dim=-1)  # [n, V]
         tr = torch.softmax(logits_rl / config.temperature, dim=-1)  # [n, V]
 
-    ranked = _ranked_stats(pb, pr, tb, tr, config, min(config.window, vocab))
+    # At least 3 wide: the RL model's top-3 tokens come from its window.
+    ranked = _ranked_stats(pb, pr, tb, tr, config, min(max(config.window, 3), vocab))
     exact = ranked.pop("exact")
     redo = (~exact).nonzero().squeeze(-1)
     if redo.numel():
@@ -286,7 +297,7 @@ def _ranked_stats(
     # The top-p nuclei at the configured temperature, and the JS of the truncated distributions.
     if config.top_p >= 1.0:
         nb, nr = _full_nucleus(tb), _full_nucleus(tr)
-        js = _js_dense(tb, tb.log(), tr, tr.log())
+        js = _js_dense(tb, tr)
     else:
         tb_ids, tb_probs = (b_ids, b_probs) if tb is pb else sorted_window(tb, width)
         tr_ids, tr_probs = (r_ids, r_probs) if tr is pr else sorted_window(tr, width)
@@ -296,7 +307,7 @@ def _ranked_stats(
         js = 0.5 * (
             _truncated_kl_to_mixture(tb_ids, tb_probs, nb, tr, nr)
             + _truncated_kl_to_mixture(tr_ids, tr_probs, nr, tb, nb)
-        )
+        ).clamp_min(0.0)
 
     # Ranks under p_b of the RL model's top-3, by counting: from the base window when the
     # token's probability is above the window's edge (all larger ones are inside), else the row.
@@ -335,10 +346,9 @@ def _truncated_kl_to_mixture(
     """Σ_v q(v)·log(q(v)/m(v)) over this model's nucleus (a prefix of its window), where q and
     q' are the two renormalized truncated distributions and m = (q + q')/2."""
     kept = torch.arange(ids.shape[-1], device=ids.device)[None, :] < nucleus.size[:, None]  # [n, K]
-    q = sorted_probs / nucleus.mass[:, None]  # [n, K]
+    q = torch.where(kept, sorted_probs / nucleus.mass[:, None], 0.0)  # [n, K]
     other_p = other.gather(-1, ids)  # [n, K]
     q_other = torch.where(
         other_nucleus.contains(ids, other_p), other_p / other_nucleus.mass[:, None], 0.0
-    )
-    log_m = torch.log(q + q_other) - LN2
-    return torch.where(kept, q * (torch.log(q) - log_m), 0.0).sum(-1)
+    )  # [n, K]
+    return _kl_to_mixture(q, q_other)
