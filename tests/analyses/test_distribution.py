@@ -111,7 +111,9 @@ non_negative = st.lists(
 def test_gini_is_mean_absolute_difference_and_in_unit_interval(values):
     result = lorenz(js(values))
     x = np.asarray(values)
-    expected = 0.0 if x.sum() == 0 else np.abs(x[:, None] - x[None, :]).sum() / (2 * x.size * x.sum())
+    expected = (
+        0.0 if x.sum() == 0 else np.abs(x[:, None] - x[None, :]).sum() / (2 * x.size * x.sum())
+    )
     assert result.gini == pytest.approx(expected, abs=1e-9)
     assert 0.0 <= result.gini <= 1.0
 

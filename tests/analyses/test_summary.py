@@ -1,0 +1,104 @@
+"""summary: every analysis in one call, and its JSON form."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+
+from divscope.analyses import summary, to_jsonable
+from divscope.schema import TOKEN_TABLE
+
+
+def token_table(n_prompts: int = 3, samples: int = 4, length: int = 30, seed: int = 0):
+    """A complete token table (every contract column) with random values."""
+    rng = np.random.default_rng(seed)
+    n_responses = n_prompts * samples
+    n = n_responses * length
+    response = np.repeat(np.arange(n_responses), length)
+    frame = pl.DataFrame(
+        {
+            name: pl.Series(rng.random(n) if dtype.is_float() else rng.integers(1, 6, n))
+            for name, dtype in TOKEN_TABLE.items()
+            if dtype.is_numeric()
+        }
+    ).with_columns(
+        prompt_id=pl.Series([f"p{r // samples}" for r in response]),
+        sample_id=pl.Series(response % samples),
+        position=pl.Series(np.tile(np.arange(length), n_responses)),
+        n_tokens=pl.lit(length),
+        js=pl.Series(rng.random(n) ** 4 * 0.69),
+        token=pl.Series(rng.choice([" wait", " the", " x", "\n"], n)),
+        correct=pl.Series(np.repeat(rng.random(n_responses) < 0.5, length)),
+    )
+    return frame.select(pl.col(c).cast(d) for c, d in TOKEN_TABLE.items())
+
+
+def cross_sample_results() -> pl.DataFrame:
+    rows = [
+        (f"p{p}", s, policy, budget, (p + s) % 3 < level, 20, switches, switches // 2)
+        for p in range(3)
+        for s in range(4)
+        for policy, budget, level, switches in [
+            ("base", -1, 1, 0),
+            ("rl", -1, 2, 0),
+            ("forward", 4, 2, 4),
+        ]
+    ]
+    schema = ["prompt_id", "sample_id", "policy", "budget", "correct", "n_tokens"]
+    return pl.DataFrame(rows, schema=[*schema, "n_switches", "n_effective"], orient="row")
+
+
+def test_summary_matches_the_individual_analyses():
+    from divscope import analyses
+
+    frame = token_table()
+    result = summary(frame.lazy(), n_boot=50)
+    assert (result.n_tokens, result.n_responses, result.n_prompts) == (360, 12, 3)
+    assert result.sparsity == analyses.sparsity(frame)
+    assert result.lorenz.gini == analyses.lorenz(frame).gini
+    assert result.topk_overlap.equals(analyses.topk_overlap(frame))
+    assert result.failure_auroc == analyses.failure_auroc(frame, n_boot=50)
+    assert result.comparison is None and result.cross_sampling is None and result.notes == ()
+
+
+def test_summary_with_comparison_and_cross_sampling():
+    result = summary(
+        token_table(),
+        label="rl",
+        compare_with={"sft": token_table(seed=1)},
+        cross_sample=cross_sample_results(),
+        n_boot=20,
+    )
+    assert result.comparison["label"].to_list() == ["rl", "sft"]
+    assert result.cross_sampling["policy"].to_list() == ["base", "forward", "rl"]
+    assert result.pass_at_k["k"].to_list() == [1, 2, 4] * 3
+
+
+def test_summary_of_an_ungraded_table_notes_the_skipped_auroc():
+    frame = token_table().with_columns(pl.lit(None, pl.Boolean).alias("correct"))
+    result = summary(frame, n_boot=10)
+    assert result.failure_auroc is None
+    assert result.notes[0].startswith("failure_auroc skipped")
+
+
+def test_summary_to_dict_is_strict_json():
+    frame = token_table().with_columns(pl.lit(0.0, pl.Float32).alias("js"))  # NaN statistics
+    document = summary(frame, n_boot=10).to_dict()
+    text = json.dumps(document, allow_nan=False)
+    assert json.loads(text)["lorenz"]["gini"] == 0.0
+    assert document["sparsity"]["share_below"] == {"0.0001": 1.0, "0.001": 1.0, "0.01": 1.0}
+
+
+@pytest.mark.parametrize(
+    "value,expected",
+    [
+        (float("nan"), None),
+        ({1.5: (1, float("inf"))}, {"1.5": [1, None]}),
+        (pl.DataFrame({"a": [1, 2]}), [{"a": 1}, {"a": 2}]),
+    ],
+)
+def test_to_jsonable(value, expected):
+    assert to_jsonable(value) == expected
