@@ -1,11 +1,11 @@
-"""The lab's model architecture: a tiny Qwen2 causal LM, a standard transformers checkpoint."""
+"""The lab's model architecture: a tiny Llama causal LM, a standard transformers checkpoint."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import torch
-from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 
 @dataclass(frozen=True)
@@ -21,17 +21,17 @@ class ModelConfig:
     num_attention_heads: int = 4
     """Query heads (head size = hidden_size / num_attention_heads)."""
     num_key_value_heads: int = 2
-    """Key/value heads (grouped-query attention, as in Qwen2)."""
+    """Key/value heads (grouped-query attention)."""
     max_position_embeddings: int = 64
     """Longest prompt + response; the lab's longest is about 32 tokens."""
 
 
 def new_model(
     config: ModelConfig, tokenizer: PreTrainedTokenizerFast, seed: int
-) -> Qwen2ForCausalLM:
+) -> LlamaForCausalLM:
     """A freshly initialized model whose vocabulary is exactly the tokenizer's (no padded rows)."""
     torch.manual_seed(seed)
-    hf_config = Qwen2Config(
+    hf_config = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=config.hidden_size,
         intermediate_size=config.intermediate_size,
@@ -44,7 +44,7 @@ def new_model(
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
-    model = Qwen2ForCausalLM(hf_config)
+    model = LlamaForCausalLM(hf_config)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model
