@@ -15,14 +15,23 @@ Frame = pl.DataFrame | pl.LazyFrame
 DEFAULT_PERCENTILES: tuple[float, ...] = (10, 25, 50, 75, 80, 90, 95, 98, 99, 99.9)
 
 
-def checked_lazy(frame: Frame, required: Iterable[str], *, what: str) -> pl.LazyFrame:
-    """`frame` as a LazyFrame, after checking that it has the `required` columns."""
+def checked_lazy(
+    frame: Frame, required: Iterable[str], *, what: str, source: str = "token table"
+) -> pl.LazyFrame:
+    """`frame` as a LazyFrame, after checking that it has the `required` columns.
+
+    Args:
+        frame: the input table.
+        required: the columns the caller needs.
+        what: the caller's name, for the error message.
+        source: what kind of table `frame` is, for the error message.
+    """
     if not isinstance(frame, pl.DataFrame | pl.LazyFrame):
         raise DivscopeError(
             f"{what}: expected a polars DataFrame or LazyFrame, got {type(frame).__name__}."
         )
     lazy = frame.lazy()
-    require_columns(lazy.collect_schema().names(), required, source="token table", what=what)
+    require_columns(lazy.collect_schema().names(), required, source=source, what=what)
     return lazy
 
 

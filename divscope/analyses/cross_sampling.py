@@ -74,7 +74,9 @@ def cross_sampling_curve(
     >>> curve.filter(policy="forward").select("accuracy", "recovery", "switch_share_pooled").row(0)
     (0.75, 0.6666666666666666, 0.1)
     """
-    lazy = checked_lazy(results, CURVE_COLUMNS, what="cross_sampling_curve")
+    lazy = checked_lazy(
+        results, CURVE_COLUMNS, what="cross_sampling_curve", source="cross-sample results"
+    )
     graded = lazy.select(CURVE_COLUMNS).drop_nulls("correct")
     per_prompt = (
         graded.group_by("policy", "budget", "prompt_id")
@@ -190,7 +192,9 @@ def pass_at_k_curve(
     >>> pass_at_k_curve(results, by=())["pass_at_k"].to_list()
     [0.125, 0.25, 0.5]
     """
-    lazy = checked_lazy(results, ["prompt_id", "correct", *by], what="pass_at_k_curve")
+    lazy = checked_lazy(
+        results, ["prompt_id", "correct", *by], what="pass_at_k_curve", source="results"
+    )
     counts = (
         lazy.drop_nulls("correct")
         .group_by(*by, "prompt_id")

@@ -47,8 +47,9 @@ def entropy_by_divergence(tokens: Frame, metric: str = "js", *, split: float = 0
             exprs.append(selected.mean().alias(f"{name}|mean_{column}"))
             exprs.append(selected.median().alias(f"{name}|median_{column}"))
     row = lazy.select(exprs).collect().row(0, named=True)
-    fields = ("count", "mean_entropy_base", "median_entropy_base")
-    fields += ("mean_entropy_rl", "median_entropy_rl")
+    fields = ["count"] + [
+        f"{s}_{c}" for c in ("entropy_base", "entropy_rl") for s in ("mean", "median")
+    ]
     return pl.DataFrame(
         [{"group": name, **{f: row[f"{name}|{f}"] for f in fields}} for name in groups],
         schema={"group": pl.String, "count": pl.Int64, **{f: pl.Float64 for f in fields[1:]}},
