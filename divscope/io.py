@@ -190,11 +190,7 @@ class TokenTableWriter:
         overwrite: bool = False,
         rows_per_part: int = 1_000_000,
     ) -> None:
-        self.path = Path(path)
-        if self.path.exists() and not overwrite:
-            raise DivscopeError(
-                f"{self.path}: output exists; pass --overwrite (overwrite=True) to replace it."
-            )
+        self.path = self.check_target(path, overwrite=overwrite)
         self.single_file = self.path.suffix in PARQUET_SUFFIXES
         self.schema = token_table_arrow_schema(metadata)
         self.rows_per_part = rows_per_part
@@ -203,6 +199,16 @@ class TokenTableWriter:
         self._writer: pq.ParquetWriter | None = None
         self._part_rows = 0
         self._n_parts = 0
+
+    @staticmethod
+    def check_target(path: str | os.PathLike, *, overwrite: bool) -> Path:
+        """Raise unless `path` is free or may be replaced; call early to fail fast."""
+        path = Path(path)
+        if path.exists() and not overwrite:
+            raise DivscopeError(
+                f"{path}: output exists; pass --overwrite (overwrite=True) to replace it."
+            )
+        return path
 
     def __enter__(self) -> TokenTableWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -47,8 +47,12 @@ def make_model(arch: str = "qwen2", vocab_size: int = 44, seed: int = 0, max_pos
     return AutoModelForCausalLM.from_config(config).eval()
 
 
-def save_pair(root: Path, *, arch: str = "qwen2", vocab_size: int = 48) -> tuple[Path, Path]:
-    """Save a base/rl pair of tiny models with the same tokenizer under `root`."""
+def save_pair(root: Path, *, arch: str = "llama", vocab_size: int = 48) -> tuple[Path, Path]:
+    """Save a base/rl pair of tiny models with the same tokenizer under `root`.
+
+    Llama, not Qwen2: transformers 5's AutoTokenizer maps model_type qwen2 to Qwen2Tokenizer,
+    which cannot hold a word-level tokenizer.
+    """
     tokenizer = make_tokenizer()
     paths = []
     for name, seed in (("base", 0), ("rl", 1)):

@@ -22,7 +22,7 @@ def test_load_saved_pair(tiny_pair):
     assert vocab_size(tokenizer) == 44
     assert model.get_output_embeddings().weight.shape[0] == 48
     info = describe_model(model, str(base))
-    assert info["dtype"] == "float32" and info["architecture"] == "Qwen2ForCausalLM"
+    assert info["dtype"] == "float32" and info["architecture"] == "LlamaForCausalLM"
 
 
 def test_load_bfloat16(tiny_pair):

@@ -7,7 +7,6 @@ message and exit status 2, never a traceback.
 
 from __future__ import annotations
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -15,16 +14,13 @@ from divscope import __version__
 from divscope.errors import DivscopeError
 
 
-class _UserError(click.ClickException):
-    exit_code = 2
-
-
 class _Group(TyperGroup):
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except DivscopeError as error:
-            raise _UserError(str(error)) from error
+            typer.echo(f"Error: {error}", err=True)
+            raise typer.Exit(2) from error
 
 
 app = typer.Typer(
@@ -55,5 +51,9 @@ def _main(
 
 # Commands: one module each.
 from divscope.cli import analyze as _analyze  # noqa: E402
+from divscope.cli import lab as _lab  # noqa: E402
+from divscope.cli import score as _score  # noqa: E402
 
+app.command("score")(_score.score)
 app.command("analyze")(_analyze.analyze)
+app.add_typer(_lab.app, name="lab")

@@ -1,0 +1,96 @@
+"""`score`: a trajectory file and two models in, a token table on disk out.
+
+This is what `divscope score` runs: read and validate the trajectories, load both models and
+their (shared) tokenizer, stream the engine's batches into a `TokenTableWriter` with the run's
+provenance as metadata.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+from divscope.scoring.engine import ScoreConfig, ScoreSummary
+
+
+def score(
+    trajectories: str | os.PathLike,
+    *,
+    base: str,
+    rl: str,
+    out: str | os.PathLike,
+    config: ScoreConfig = ScoreConfig(),  # noqa: B008 (frozen, hashable)
+    dtype: str = "auto",
+    device: str = "auto",
+    device_map: str | None = None,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> ScoreSummary:
+    """Score every response token of a trajectory file under a base and an RL model.
+
+    Args:
+        trajectories: Parquet or JSONL trajectories (ids or text; see the README's contracts).
+        base: the base model, a local directory or a hub id.
+        rl: the RL-fine-tuned model; it must share the base model's tokenizer.
+        out: the token table: a path ending in `.parquet` is one file, any other path a
+            directory of `part-*.parquet` files. Written atomically.
+        config: top-p, temperature, batching and chunking.
+        dtype: weights dtype, `auto`, `float32`, `bfloat16` or `float16`.
+        device: `auto`, `cpu`, `cuda` or `cuda:N`.
+        device_map: passed to `from_pretrained` for models larger than one GPU.
+        overwrite: replace an existing output.
+        progress: show a progress bar on stderr.
+
+    Returns:
+        The run's summary (sequences, tokens, JS percentiles, fallback count).
+
+    Raises:
+        DivscopeError: bad trajectories, an existing output without `overwrite`, models that
+            cannot be loaded or do not share a tokenizer, or a sequence beyond a context.
+
+    Example:
+        >>> import divscope
+        >>> summary = divscope.score(  # doctest: +SKIP
+        ...     "fixtures/lab/trajectories.jsonl", base="fixtures/lab/base",
+        ...     rl="fixtures/lab/rl", out="runs/lab-tokens.parquet")
+    """
+    from divscope import __version__
+    from divscope.io import TokenTableWriter, attach_token_ids, read_trajectories
+    from divscope.models import check_same_tokenizer, describe_model, load_model, load_tokenizer
+    from divscope.scoring.engine import score_trajectories
+
+    # Cheap checks first: a bad file or an existing output should not wait for model loading.
+    TokenTableWriter.check_target(out, overwrite=overwrite)
+    frame = read_trajectories(trajectories)
+    tokenizer = load_tokenizer(base)
+    check_same_tokenizer(tokenizer, load_tokenizer(rl))
+    frame = attach_token_ids(frame, tokenizer, source=str(trajectories))
+    models = {
+        name: load_model(path, dtype=dtype, device=device, device_map=device_map)
+        for name, path in (("base", base), ("rl", rl))
+    }
+    metadata = {
+        "models": {
+            name: describe_model(model, path)
+            for (name, model), path in zip(models.items(), (base, rl), strict=True)
+        },
+        "trajectories": str(Path(trajectories)),
+        "top_p": config.top_p,
+        "temperature": config.temperature,
+        "window": config.window,
+        "dtype": dtype,
+        "device": device if device_map is None else f"device_map={device_map}",
+        "divscope_version": __version__,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    with TokenTableWriter(out, metadata, overwrite=overwrite) as writer:
+        return score_trajectories(
+            frame,
+            models["base"],
+            models["rl"],
+            tokenizer,
+            config,
+            sink=writer.write,
+            progress=progress,
+        )
