@@ -114,43 +114,24 @@ def read_trajectories(path: str | os.PathLike) -> pl.DataFrame:
     return frame
 
 
-def attach_token_ids(frame: pl.DataFrame, tokenizer: Any, *, source: str) -> pl.DataFrame:
+def attach_token_ids(frame: pl.DataFrame, tokenizer: Any) -> pl.DataFrame:
     """Make sure `frame` has `prompt_ids` and `response_ids`, tokenizing text if needed.
 
     Text prompts are tokenized as the model would see them (special tokens added, e.g. BOS);
-    responses with `add_special_tokens=False`. Ids are then checked against the vocabulary.
-
-    Raises:
-        DivscopeError: an empty prompt or response, or an id outside the tokenizer's vocabulary.
+    responses with `add_special_tokens=False`. The scoring engine validates the ids (empty
+    sequences, ids outside the vocabulary), whichever way they were made.
     """
-    if not all(c in frame.columns for c in TRAJECTORY_IDS):
-        prompts = [tokenizer(text)["input_ids"] for text in frame["prompt"].to_list()]
-        responses = [
-            tokenizer(text, add_special_tokens=False)["input_ids"]
-            for text in frame["response"].to_list()
-        ]
-        frame = frame.with_columns(
-            pl.Series("prompt_ids", prompts, dtype=pl.List(pl.Int64())),
-            pl.Series("response_ids", responses, dtype=pl.List(pl.Int64())),
-        )
-    vocab = len(tokenizer)
-    for column in TRAJECTORY_IDS:
-        empty = frame.filter(pl.col(column).list.len() == 0)
-        if empty.height:
-            raise DivscopeError(
-                f"{source}: empty {column.removesuffix('_ids')} for "
-                f"{_key_of(empty.row(0, named=True))}; every trajectory needs at least one "
-                "prompt token and one response token."
-            )
-        bad = frame.filter((pl.col(column).list.min() < 0) | (pl.col(column).list.max() >= vocab))
-        if bad.height:
-            row = bad.row(0, named=True)
-            offending = next(i for i in row[column] if i < 0 or i >= vocab)
-            raise DivscopeError(
-                f"{source}: {column} of {_key_of(row)} holds token id {offending}, outside the "
-                f"tokenizer's vocabulary [0, {vocab}); were these ids made with another tokenizer?"
-            )
-    return frame
+    if all(c in frame.columns for c in TRAJECTORY_IDS):
+        return frame
+    prompts = [tokenizer(text)["input_ids"] for text in frame["prompt"].to_list()]
+    responses = [
+        tokenizer(text, add_special_tokens=False)["input_ids"]
+        for text in frame["response"].to_list()
+    ]
+    return frame.with_columns(
+        pl.Series("prompt_ids", prompts, dtype=pl.List(pl.Int64())),
+        pl.Series("response_ids", responses, dtype=pl.List(pl.Int64())),
+    )
 
 
 def _key_of(row: Mapping[str, Any]) -> str:

@@ -162,16 +162,6 @@ def _tokens_by_id(tokenizer) -> list[str | None]:
     return tokens
 
 
-def check_head_covers_vocab(model, tokenizer, name: str) -> None:
-    """Raise if the model's output head has fewer rows than the tokenizer has tokens."""
-    rows = model.get_output_embeddings().weight.shape[0]
-    if rows < vocab_size(tokenizer):
-        raise DivscopeError(
-            f"model {name}: its output head has {rows} rows but the tokenizer has "
-            f"{vocab_size(tokenizer)} tokens; the model and tokenizer do not belong together."
-        )
-
-
 def context_length(model) -> int | None:
     """The longest sequence the model accepts, when its config says so."""
     return getattr(model.config, "max_position_embeddings", None)

@@ -65,7 +65,7 @@ def score(
     frame = read_trajectories(trajectories)
     tokenizer = load_tokenizer(base)
     check_same_tokenizer(tokenizer, load_tokenizer(rl))
-    frame = attach_token_ids(frame, tokenizer, source=str(trajectories))
+    frame = attach_token_ids(frame, tokenizer)
     models = {
         name: load_model(path, dtype=dtype, device=device, device_map=device_map)
         for name, path in (("base", base), ("rl", rl))

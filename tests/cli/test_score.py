@@ -106,6 +106,7 @@ def _tokenizer_twin(tmp_path, words):
     [
         ("missing_column", "missing column(s) 'sample_id'"),
         ("empty_response", "empty response for prompt_id='p0', sample_id=0"),
+        ("foreign_ids", "token id 999 of prompt_id='p9', sample_id=0 is outside"),
         ("tokenizers_differ", "token id 4 is 'w0' for base but 'x0' for rl"),
         ("too_long", "is too long for the base model"),
         ("unreadable", "could not be read"),
@@ -121,6 +122,11 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(tmp_path, tiny_pair, case
             del row["sample_id"]
     elif case == "empty_response":
         rows[0]["response"] = ""
+    elif case == "foreign_ids":
+        rows.append({"prompt_id": "p9", "sample_id": 0, "prompt_ids": [5], "response_ids": [999]})
+        for row in rows:
+            row.setdefault("prompt_ids", [5])
+            row.setdefault("response_ids", [6])
     elif case == "tokenizers_differ":
         rl = _tokenizer_twin(tmp_path, ["x0", *WORDS[1:]])
     elif case == "too_long":
