@@ -147,6 +147,7 @@ def build(
 
     train_grpo(
         rl,
+        base,
         tokenizer,
         train_prompts,
         train_answers,

@@ -2,9 +2,10 @@
 
 Per step: draw `prompts_per_step` training prompts, sample `group_size` responses to each at
 T=1, reward 1 for a verified answer and 0 otherwise, normalize rewards within each group, and
-take `minibatches` clipped-ratio policy-gradient steps on the batch. The ratio is taken against
-the policy that sampled the batch, so it is 1 on the first minibatch and clipping acts on the
-later ones. No KL penalty and no SFT stage: the reward alone moves the model.
+take `minibatches` clipped-ratio policy-gradient steps on the batch, with a KL penalty to the
+frozen `base` (as in DeepSeekMath's GRPO). The ratio is taken against the policy that sampled the
+batch, so it is 1 on the first minibatch and clipping acts on the later ones. No SFT stage: the
+reward is the only training signal besides the pull back to `base`.
 """
 
 from __future__ import annotations
@@ -31,7 +32,11 @@ class GRPOConfig:
     group_size: int = 8
     """Responses sampled per prompt; advantages are normalized within this group."""
     lr: float = 2e-4
-    """Constant AdamW learning rate."""
+    """AdamW learning rate (after a linear warm-up)."""
+    warmup: int = 10
+    """Warm-up rounds: a fresh Adam state makes sign-like, noisy first updates."""
+    beta: float = 0.04
+    """Weight of the per-token KL penalty to `base` (the k3 estimator of DeepSeekMath's GRPO)."""
     clip_eps: float = 0.2
     """PPO clip range: the ratio is clipped to [1 - clip_eps, 1 + clip_eps]."""
     minibatches: int = 2
@@ -68,11 +73,15 @@ def grpo_loss(
     advantages: torch.Tensor,
     mask: torch.Tensor,
     clip_eps: float,
+    ref_logp: torch.Tensor | None = None,
+    beta: float = 0.0,
 ) -> torch.Tensor:
     """The clipped GRPO surrogate loss (to minimize).
 
     loss = mean over responses of [ mean over the response's tokens of
-           −min(ρ_t A, clip(ρ_t, 1 − ε, 1 + ε) A) ],  ρ_t = exp(logp_t − old_logp_t).
+           −min(ρ_t A, clip(ρ_t, 1 − ε, 1 + ε) A) + β k3_t ],
+    ρ_t = exp(logp_t − old_logp_t),  k3_t = exp(ref_t − logp_t) − (ref_t − logp_t) − 1
+    (an unbiased, non-negative estimate of KL(π‖π_ref) at token t).
 
     Args:
         logp: [batch, len] log-probabilities of the sampled tokens under the current policy.
@@ -80,10 +89,15 @@ def grpo_loss(
         advantages: [batch] one advantage per response.
         mask: [batch, len] 1 on response tokens, 0 elsewhere.
         clip_eps: ε.
+        ref_logp: [batch, len] the same under the reference model; needed when `beta` > 0.
+        beta: β, weight of the KL penalty.
     """
     ratio = torch.exp(logp - old_logp)
     adv = advantages[:, None]
     per_token = -torch.minimum(ratio * adv, ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv)
+    if beta:
+        log_ref_ratio = ref_logp - logp
+        per_token = per_token + beta * (torch.exp(log_ref_ratio) - log_ref_ratio - 1)
     per_response = (per_token * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)
     return per_response.mean()
 
@@ -114,6 +128,7 @@ def token_logprobs(model: PreTrainedModel, ids: torch.Tensor) -> torch.Tensor:
 
 def train_grpo(
     model: PreTrainedModel,
+    reference: PreTrainedModel,
     tokenizer: PreTrainedTokenizerFast,
     prompts: list[str],
     answers: list[str],
@@ -126,6 +141,8 @@ def train_grpo(
     """Train `model` in place with GRPO on the training prompts.
 
     Args:
+        model: the policy (a copy of `base`).
+        reference: the frozen model of the KL penalty (`base`).
         prompts: training prompts (cycled in a seeded shuffled order).
         answers: gold answers, aligned with `prompts`.
         on_checkpoint: called with the round number every `checkpoint_every` rounds (not after
@@ -135,6 +152,9 @@ def train_grpo(
     generator = torch.Generator().manual_seed(seed)
     prompt_ids = [tokenizer(p, add_special_tokens=False).input_ids for p in prompts]
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(0.9, 0.99))
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min(1.0, (s + 1) / (config.warmup * config.minibatches))
+    )
     order: list[int] = []
     for step in range(1, config.steps + 1):
         if len(order) < config.prompts_per_step:
@@ -159,6 +179,7 @@ def train_grpo(
         ids, mask = pack(group_prompts, responses, tokenizer.pad_token_id)
         with torch.no_grad():
             old_logp = token_logprobs(model, ids)
+            ref_logp = token_logprobs(reference, ids) if config.beta else None
         model.train()
         shuffled = torch.randperm(len(ids), generator=generator)
         for part in shuffled.chunk(config.minibatches):
@@ -168,10 +189,13 @@ def train_grpo(
                 advantages[part],
                 mask[part],
                 config.clip_eps,
+                ref_logp[part] if config.beta else None,
+                config.beta,
             )
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
+            schedule.step()
             optimizer.zero_grad(set_to_none=True)
         model.eval()
         log(f"grpo step {step}/{config.steps} reward {rewards.mean():.3f}")

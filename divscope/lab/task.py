@@ -2,10 +2,13 @@
 
 A problem is a chain `s o1 ... ok = e` of small signed steps with one end unknown:
 
-- find the end, `Q: 9 +3 -5 +4 = ? A:`: the right plan is `forward` (apply the steps in order
-  from the start);
-- find the start, `Q: ? +3 -5 +4 = 14 A:`: the right plan is `backward` (undo the steps in
-  reverse order from the end).
+- find the end, `Q: 9 +3 -5 +4 = ? ; find end A:`: the right plan is `forward` (apply the steps
+  in order from the start);
+- find the start, `Q: ? +3 -5 +4 = 14 ; find start A:`: the right plan is `backward` (undo the
+  steps in reverse order from the end).
+
+The question's last words name the unknown, so the right plan is a function of one prompt token
+the plan token can attend to at a fixed distance.
 
 Either plan always starts from the known number, so the wrong plan runs fine and ends in a
 well-formed wrong answer. A solution states the plan, executes it one step at a time, and ends
@@ -76,8 +79,8 @@ class Problem:
     def prompt(self) -> str:
         chain = " ".join(format_step(step) for step in self.steps)
         if self.unknown == "end":
-            return f"Q: {self.known} {chain} = ? A:"
-        return f"Q: ? {chain} = {self.known} A:"
+            return f"Q: {self.known} {chain} = ? ; find end A:"
+        return f"Q: ? {chain} = {self.known} ; find start A:"
 
 
 def format_step(step: int) -> str:

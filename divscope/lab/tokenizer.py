@@ -14,7 +14,20 @@ from transformers import PreTrainedTokenizerFast
 from divscope.lab.task import TaskConfig, format_step
 
 PAD, EOS, UNK = "<pad>", "<eos>", "<unk>"
-WORDS = ("Q:", "A:", "?", "=", ";", "plan:", "forward", "backward", "answer:")
+WORDS = (
+    "Q:",
+    "A:",
+    "?",
+    "=",
+    ";",
+    "find",
+    "start",
+    "end",
+    "plan:",
+    "forward",
+    "backward",
+    "answer:",
+)
 
 
 def vocabulary(config: TaskConfig) -> list[str]:

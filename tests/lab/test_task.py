@@ -20,19 +20,19 @@ from divscope.lab.task import (
     [
         (
             Problem("end", 9, (3, -5, 4)),
-            "Q: 9 +3 -5 +4 = ? A:",
+            "Q: 9 +3 -5 +4 = ? ; find end A:",
             "plan: forward ; 9 +3 = 12 ; 12 -5 = 7 ; 7 +4 = 11 ; answer: 11",
             11,
         ),
         (
             Problem("start", 14, (3, -5, 4)),
-            "Q: ? +3 -5 +4 = 14 A:",
+            "Q: ? +3 -5 +4 = 14 ; find start A:",
             "plan: backward ; 14 -4 = 10 ; 10 +5 = 15 ; 15 -3 = 12 ; answer: 12",
             12,
         ),
         (
             Problem("start", 0, (-2, -7)),
-            "Q: ? -2 -7 = 0 A:",
+            "Q: ? -2 -7 = 0 ; find start A:",
             "plan: backward ; 0 +7 = 7 ; 7 +2 = 9 ; answer: 9",
             9,
         ),
