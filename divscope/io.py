@@ -68,6 +68,35 @@ def _part_files(directory: Path) -> list[Path]:
     return parts
 
 
+def write_table(frame: pl.DataFrame, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
+    """Write `frame` atomically: Parquet (`.parquet`), JSONL (`.jsonl`) or a one-part directory.
+
+    The table is written under a hidden temporary name and renamed into place, so a reader
+    never sees a half-written output; replacing the file that `frame` was read from is safe.
+
+    Raises:
+        DivscopeError: the output exists and `overwrite` is False.
+    """
+    path = TokenTableWriter.check_target(path, overwrite=overwrite)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _remove(tmp)
+    try:
+        if path.suffix in PARQUET_SUFFIXES:
+            frame.write_parquet(tmp, compression="zstd")
+        elif path.suffix in JSONL_SUFFIXES:
+            frame.write_ndjson(tmp)
+        else:
+            tmp.mkdir()
+            frame.write_parquet(tmp / "part-00000.parquet", compression="zstd")
+    except BaseException:
+        _remove(tmp)
+        raise
+    _remove(path)
+    tmp.rename(path)
+    return path
+
+
 # ---------------------------------------------------------------- trajectories
 
 

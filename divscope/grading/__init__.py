@@ -1,39 +1,48 @@
-"""Graders: `(response, answer) -> bool` verifiers, looked up by name.
+"""Graders, grading of response tables, and accuracy estimators.
 
+Graders are `(response, answer) -> bool | Verdict` functions looked up by name (`math`,
+`exact`, `lab`, or `module:function`); `grade_table` and `grade_file` run one over many
+responses in worker processes with a per-response time limit. `pass_at_k`, `pass_at_k_curve`,
+`bootstrap_ci` and `Interval` are the analyses' own (one implementation), re-exported here.
+
+>>> from divscope.grading import get_grader
 >>> get_grader("lab")("plan: forward ; 9 +3 = 12 ; answer: 12", "12")
 True
 """
 
-from __future__ import annotations
-
 import importlib
-from collections.abc import Callable
 
-from divscope.errors import DivscopeError
-
-Grader = Callable[[str, str], bool]
-
-# name -> "module:function"; imported on first use so that no grader's dependencies load early.
-_GRADERS: dict[str, str] = {
-    "lab": "divscope.lab.task:verify",
+# name -> module; loaded on first use, so that a grading worker process imports only its grader
+# and the pool, not the analyses (scipy) or Math-Verify (sympy).
+_EXPORTS: dict[str, str] = {
+    "GradeConfig": "divscope.grading.table",
+    "GradeReport": "divscope.grading.table",
+    "Grader": "divscope.grading.registry",
+    "Interval": "divscope.analyses.stats",
+    "Outcome": "divscope.grading.pool",
+    "TimeoutPool": "divscope.grading.pool",
+    "Verdict": "divscope.grading.verdict",
+    "bootstrap_ci": "divscope.analyses.stats",
+    "final_answer": "divscope.grading.answer",
+    "get_grader": "divscope.grading.registry",
+    "grade_file": "divscope.grading.table",
+    "grade_table": "divscope.grading.table",
+    "grader_target": "divscope.grading.registry",
+    "known_graders": "divscope.grading.registry",
+    "last_boxed": "divscope.grading.answer",
+    "mean_at_n": "divscope.grading.accuracy",
+    "pass_at_k": "divscope.analyses.stats",
+    "pass_at_k_curve": "divscope.analyses.cross_sampling",
 }
 
-
-def known_graders() -> list[str]:
-    """Names accepted by `get_grader`, sorted."""
-    return sorted(_GRADERS)
+__all__ = sorted(_EXPORTS)
 
 
-def get_grader(name: str) -> Grader:
-    """The grader registered as `name`.
-
-    Raises:
-        DivscopeError: if no grader has that name.
-    """
-    if name not in _GRADERS:
-        raise DivscopeError(f"unknown grader {name!r}; known graders: {', '.join(known_graders())}")
-    module, function = _GRADERS[name].split(":")
-    return getattr(importlib.import_module(module), function)
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'divscope.grading' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)
 
 
-__all__ = ["Grader", "get_grader", "known_graders"]
+def __dir__() -> list[str]:
+    return __all__

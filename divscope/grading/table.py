@@ -1,0 +1,198 @@
+"""Grading a table of responses (trajectories or cross-sample results), file to file.
+
+Every response is graded in a `TimeoutPool` worker with a wall-clock limit, so a pathological
+answer costs one worker and a `timeout` note, never the run. Identical (response, answer) pairs
+are graded once.
+
+>>> frame = pl.DataFrame({"prompt_id": ["p"], "response": ["\\\\boxed{B}"], "answer": ["B"]})
+>>> grade_table(frame, GradeConfig("exact", workers=1))["correct"].to_list()
+[True]
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from divscope.analyses.stats import Interval
+from divscope.errors import DivscopeError
+from divscope.grading.accuracy import mean_at_n
+from divscope.grading.pool import TimeoutPool
+from divscope.grading.registry import grader_target
+from divscope.grading.verdict import Verdict
+from divscope.io import read_table, write_table
+from divscope.schema import require_columns
+
+
+@dataclass(frozen=True)
+class GradeConfig:
+    """How to grade responses."""
+
+    grader: str = "math"
+    """A registered grader (`math`, `exact`, `lab`) or a user function as `module:function`."""
+    timeout: float = 10.0
+    """Wall-clock seconds per response; an overrun grades False with a `timeout` note."""
+    workers: int | None = None
+    """Worker processes; None means one per CPU, at most 8."""
+
+
+def grade_table(
+    frame: pl.DataFrame, config: GradeConfig = GradeConfig(), *, answers: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    """`frame` with `correct` (bool) and `grade_note` (str, null for a clean verdict) set.
+
+    Args:
+        frame: responses with a `response` text column, plus `answer` unless `answers` is given.
+        config: the grader, its per-response timeout and the number of workers.
+        answers: gold answers by prompt (`prompt_id`, `answer`); they replace any `answer`
+            column of `frame`.
+
+    Raises:
+        DivscopeError: a missing column, a response or answer missing, or a grader that raised
+            or returned something other than a bool or a `Verdict`.
+    """
+    require_columns(frame.columns, ["response"], source="responses", what="grading")
+    gold = _gold_answers(frame, answers)
+    responses = frame["response"].to_list()
+    if None in responses:
+        row = frame.row(responses.index(None), named=True)
+        raise DivscopeError(f"responses: 'response' is null for {_key(row)}.")
+    pairs = list(dict.fromkeys(zip(responses, gold, strict=True)))
+    workers = config.workers or min(8, os.cpu_count() or 1)
+    pool = TimeoutPool(grader_target(config.grader), timeout=config.timeout, workers=workers)
+    verdicts = {}
+    for pair, outcome in zip(pairs, pool.map(pairs), strict=True):
+        if outcome.status == "raised":
+            row = frame.row(responses.index(pair[0]), named=True)
+            raise DivscopeError(f"grader {config.grader!r} raised {outcome.error} on {_key(row)}.")
+        verdicts[pair] = (
+            _verdict(outcome.value, config.grader)
+            if outcome.status == "ok"
+            else (Verdict(False, outcome.error))
+        )
+    graded = [verdicts[pair] for pair in zip(responses, gold, strict=True)]
+    return frame.with_columns(
+        pl.Series("correct", [v.correct for v in graded], dtype=pl.Boolean),
+        pl.Series("grade_note", [v.note for v in graded], dtype=pl.String),
+    )
+
+
+def _gold_answers(frame: pl.DataFrame, answers: pl.DataFrame | None) -> list[str]:
+    """The gold answer of each row of `frame`, from `answers` (by prompt) or its own column."""
+    if answers is None:
+        if "answer" not in frame.columns:
+            raise DivscopeError(
+                "responses: no 'answer' column, and every grader compares with a gold answer; "
+                "pass --answers PROMPTS (a prompts file with 'prompt_id' and 'answer')."
+            )
+        gold = frame
+    else:
+        require_columns(frame.columns, ["prompt_id"], source="responses", what="--answers")
+        require_columns(answers.columns, ["prompt_id", "answer"], source="answers", what="grading")
+        answers = answers.select(pl.col("prompt_id").cast(pl.String), "answer")
+        duplicated = answers.filter(pl.col("prompt_id").is_duplicated())
+        if duplicated.height:
+            raise DivscopeError(
+                f"answers: prompt_id {duplicated['prompt_id'][0]!r} appears more than once."
+            )
+        gold = frame.select(pl.col("prompt_id").cast(pl.String)).join(
+            answers, on="prompt_id", how="left", maintain_order="left"
+        )
+    missing = gold.filter(pl.col("answer").is_null())
+    if missing.height:
+        example = _key(missing.row(0, named=True))
+        raise DivscopeError(
+            f"{missing.height} response(s) have no gold answer, e.g. {example}; give every "
+            "prompt an answer."
+        )
+    return gold["answer"].cast(pl.String).to_list()
+
+
+def _verdict(value: object, grader: str) -> Verdict:
+    if isinstance(value, Verdict):
+        return value
+    if isinstance(value, bool):
+        return Verdict(value)
+    raise DivscopeError(
+        f"grader {grader!r} returned {value!r}; a grader must return a bool or a Verdict."
+    )
+
+
+def _key(row: dict) -> str:
+    keys = [f"{c}={row[c]!r}" for c in ("prompt_id", "sample_id", "policy", "budget") if c in row]
+    return ", ".join(keys) or "a row"
+
+
+@dataclass(frozen=True)
+class GradeReport:
+    """What `grade_file` wrote, in numbers."""
+
+    n_responses: int
+    """Responses graded."""
+    n_prompts: int
+    """Distinct prompts among them."""
+    n_correct: int
+    """Responses graded correct."""
+    accuracy: Interval
+    """mean@n over prompts with its 95% problem-level bootstrap interval."""
+    notes: dict[str, int]
+    """How many responses got each `grade_note`, most frequent first."""
+
+    def format(self) -> str:
+        """Two or three lines for the terminal."""
+        a = self.accuracy
+        lines = [
+            f"graded {self.n_responses} responses of {self.n_prompts} prompts: "
+            f"{self.n_correct} correct",
+            f"mean@n {a.estimate:.4f} [{a.low:.4f}, {a.high:.4f}] "
+            f"({a.confidence:.0%} CI over prompts)",
+        ]
+        if self.notes:
+            noted = "; ".join(f"{n} × {note}" for note, n in list(self.notes.items())[:5])
+            lines.append(f"notes: {noted}")
+        return "\n".join(lines)
+
+
+def grade_file(
+    source: str | os.PathLike,
+    out: str | os.PathLike,
+    config: GradeConfig = GradeConfig(),
+    *,
+    answers: str | os.PathLike | None = None,
+    overwrite: bool = False,
+) -> GradeReport:
+    """Grade the responses of a trajectory or cross-sample results file and write it to `out`.
+
+    `out` gets every input column plus `correct` and `grade_note` (replaced if present), as
+    Parquet (`.parquet`), JSONL (`.jsonl`) or a directory of parts (any other path). `out` may
+    be `source` itself with `overwrite`: the input is read whole first and replaced atomically.
+
+    Args:
+        source: trajectories or cross-sample results with `prompt_id` and `response`.
+        out: where to write the graded table.
+        config: the grader, its timeout and the number of workers.
+        answers: a prompts file with `prompt_id` and `answer`, when `source` has no answers.
+        overwrite: replace `out` if it exists.
+
+    Raises:
+        DivscopeError: `out` exists without `overwrite`, or any `grade_table` error.
+    """
+    if Path(out).exists() and not overwrite:
+        raise DivscopeError(f"{out}: output exists; pass --overwrite to replace it.")
+    frame = read_table(source)
+    require_columns(frame.columns, ["prompt_id", "response"], source=str(source), what="grading")
+    gold = None if answers is None else read_table(answers)
+    graded = grade_table(frame, config, answers=gold)
+    write_table(graded, out, overwrite=overwrite)
+    notes = Counter(note for note in graded["grade_note"].to_list() if note is not None)
+    return GradeReport(
+        n_responses=graded.height,
+        n_prompts=graded["prompt_id"].n_unique(),
+        n_correct=int(graded["correct"].sum()),
+        accuracy=mean_at_n(graded),
+        notes=dict(notes.most_common()),
+    )
