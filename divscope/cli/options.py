@@ -42,3 +42,29 @@ Temperature = Annotated[
     float,
     typer.Option("--temperature", min=0.0, help="Temperature applied before top-p truncation."),
 ]
+Grader = Annotated[
+    str,
+    typer.Option(
+        "--grader",
+        help="math (Math-Verify on the last \\boxed{}), exact, lab, or your own function as "
+        "module:function taking (response, answer) and returning a bool.",
+    ),
+]
+GradeTimeout = Annotated[
+    float,
+    typer.Option(
+        "--grade-timeout",
+        min=0.0,
+        help="Wall-clock seconds allowed to grade one response; an overrun counts as incorrect.",
+    ),
+]
+Seed = Annotated[
+    int, typer.Option("--seed", help="Seed of the sampling; the same seed, the same output.")
+]
+Samples = Annotated[int, typer.Option("--n", min=1, help="Responses sampled per prompt.")]
+MaxNewTokens = Annotated[
+    int,
+    typer.Option(
+        "--max-new-tokens", min=1, help="Longest response in tokens; longer ones are cut there."
+    ),
+]
