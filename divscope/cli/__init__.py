@@ -51,9 +51,11 @@ def _main(
 
 # Commands: one module each.
 from divscope.cli import analyze as _analyze  # noqa: E402
+from divscope.cli import grade as _grade  # noqa: E402
 from divscope.cli import lab as _lab  # noqa: E402
 from divscope.cli import score as _score  # noqa: E402
 
 app.command("score")(_score.score)
 app.command("analyze")(_analyze.analyze)
+app.command("grade")(_grade.grade)
 app.add_typer(_lab.app, name="lab")

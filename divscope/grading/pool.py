@@ -127,9 +127,9 @@ class TimeoutPool:
 
     def __init__(self, target: str, *, timeout: float, workers: int) -> None:
         if timeout <= 0:
-            raise DivscopeError(f"--timeout must be positive, got {timeout}.")
+            raise DivscopeError(f"the grading timeout must be positive, got {timeout} s.")
         if workers < 1:
-            raise DivscopeError(f"--workers must be at least 1, got {workers}.")
+            raise DivscopeError(f"grading needs at least one worker, got {workers}.")
         import_function(target)  # fail here, with a clear message, rather than in a worker
         self.target, self.timeout, self.workers = target, timeout, workers
 

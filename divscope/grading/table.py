@@ -22,7 +22,7 @@ from divscope.analyses.stats import Interval
 from divscope.errors import DivscopeError
 from divscope.grading.accuracy import mean_at_n
 from divscope.grading.pool import TimeoutPool
-from divscope.grading.registry import grader_target
+from divscope.grading.registry import get_grader, grader_target
 from divscope.grading.verdict import Verdict
 from divscope.io import read_table, write_table
 from divscope.schema import require_columns
@@ -55,6 +55,8 @@ def grade_table(
         DivscopeError: a missing column, a response or answer missing, or a grader that raised
             or returned something other than a bool or a `Verdict`.
     """
+    workers = config.workers or min(8, os.cpu_count() or 1)
+    pool = TimeoutPool(grader_target(config.grader), timeout=config.timeout, workers=workers)
     require_columns(frame.columns, ["response"], source="responses", what="grading")
     gold = _gold_answers(frame, answers)
     responses = frame["response"].to_list()
@@ -62,8 +64,6 @@ def grade_table(
         row = frame.row(responses.index(None), named=True)
         raise DivscopeError(f"responses: 'response' is null for {_key(row)}.")
     pairs = list(dict.fromkeys(zip(responses, gold, strict=True)))
-    workers = config.workers or min(8, os.cpu_count() or 1)
-    pool = TimeoutPool(grader_target(config.grader), timeout=config.timeout, workers=workers)
     verdicts = {}
     for pair, outcome in zip(pairs, pool.map(pairs), strict=True):
         if outcome.status == "raised":
@@ -183,6 +183,7 @@ def grade_file(
     """
     if Path(out).exists() and not overwrite:
         raise DivscopeError(f"{out}: output exists; pass --overwrite to replace it.")
+    get_grader(config.grader)  # an unknown grader fails before a large input is read
     frame = read_table(source)
     require_columns(frame.columns, ["prompt_id", "response"], source=str(source), what="grading")
     gold = None if answers is None else read_table(answers)
