@@ -21,6 +21,10 @@ import pyarrow.parquet as pq
 
 from divscope.errors import DivscopeError
 from divscope.schema import (
+    CROSS_SAMPLE,
+    PROMPT_IDS,
+    PROMPT_KEY,
+    PROMPT_TEXT,
     TOKEN_TABLE,
     TRAJECTORY_IDS,
     TRAJECTORY_KEY,
@@ -305,3 +309,124 @@ def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
     if METADATA_KEY not in metadata:
         raise DivscopeError(f"{first}: no 'divscope' metadata; was it written by divscope score?")
     return json.loads(metadata[METADATA_KEY])
+
+
+# ---------------------------------------------------------------- prompts
+
+
+def read_prompts(path: str | os.PathLike) -> pl.DataFrame:
+    """Read and validate a prompt file: `prompt_id` (unique) and `prompt` (text) or
+    `prompt_ids` (token ids), optional `answer`; other columns are carried through.
+
+    Returns the frame with `prompt_id` and `answer` as strings, `prompt_ids` as list[int64].
+
+    Raises:
+        DivscopeError: a missing column, a null or duplicate prompt id, or a null prompt.
+    """
+    frame = read_table(path)
+    source = str(path)
+    require_columns(frame.columns, [PROMPT_KEY], source=source, what="prompts")
+    column = PROMPT_IDS if PROMPT_IDS in frame.columns else PROMPT_TEXT
+    if column not in frame.columns:
+        raise DivscopeError(
+            f"{source}: prompts need 'prompt' (templated text) or 'prompt_ids' (token ids); "
+            f"present: {', '.join(frame.columns)}."
+        )
+    casts: dict[str, pl.DataType] = {PROMPT_KEY: pl.String()}
+    casts[column] = pl.List(pl.Int64()) if column == PROMPT_IDS else pl.String()
+    if "answer" in frame.columns:
+        casts["answer"] = pl.String()
+    try:
+        frame = frame.with_columns(pl.col(c).cast(t, strict=True) for c, t in casts.items())
+    except Exception as error:
+        raise DivscopeError(f"{source}: a column has the wrong type ({error}).") from error
+    for name in (PROMPT_KEY, column):
+        nulls = frame.with_row_index().filter(pl.col(name).is_null())
+        if nulls.height:
+            raise DivscopeError(f"{source}: {name!r} is null in row {nulls['index'][0]}.")
+    duplicated = frame.filter(pl.col(PROMPT_KEY).is_duplicated())
+    if duplicated.height:
+        raise DivscopeError(
+            f"{source}: duplicate prompt_id {duplicated[PROMPT_KEY][0]!r}; prompt ids must be "
+            "unique."
+        )
+    return frame
+
+
+def prompt_token_ids(frame: pl.DataFrame, tokenizer: Any, *, source: str) -> list[list[int]]:
+    """The token ids of each prompt of `read_prompts`' frame: `prompt_ids` as given, or the text
+    tokenized as the model sees it (special tokens added, e.g. BOS).
+
+    Raises:
+        DivscopeError: an empty prompt or an id outside the tokenizer's vocabulary.
+    """
+    if PROMPT_IDS in frame.columns:
+        prompts = frame[PROMPT_IDS].to_list()
+    else:
+        prompts = [tokenizer(text)["input_ids"] for text in frame[PROMPT_TEXT].to_list()]
+    vocab = len(tokenizer)
+    for prompt_id, ids in zip(frame[PROMPT_KEY].to_list(), prompts, strict=True):
+        if not ids:
+            raise DivscopeError(
+                f"{source}: prompt_id={prompt_id!r} has no tokens; every prompt needs at least one."
+            )
+        bad = [i for i in ids if not 0 <= i < vocab]
+        if bad:
+            raise DivscopeError(
+                f"{source}: prompt_id={prompt_id!r} holds token id {bad[0]}, outside the "
+                f"tokenizer's vocabulary [0, {vocab}); were these ids made with another tokenizer?"
+            )
+    return prompts
+
+
+# ---------------------------------------------------------------- cross-sample results
+
+
+def write_cross_sample(
+    frame: pl.DataFrame,
+    path: str | os.PathLike,
+    metadata: Mapping[str, Any],
+    *,
+    overwrite: bool = False,
+) -> Path:
+    """Write cross-sample results atomically (temporary name, then rename).
+
+    The contract columns are cast to their `CROSS_SAMPLE` types and come first; other columns
+    (policy parameters) follow. A `.parquet` path also stores `metadata` (as the token table
+    does); a `.jsonl` path does not.
+
+    Raises:
+        DivscopeError: a missing column, an unknown suffix, or an existing output without
+            `overwrite`.
+    """
+    path = TokenTableWriter.check_target(path, overwrite=overwrite)
+    if path.suffix not in (*PARQUET_SUFFIXES, ".jsonl"):
+        raise DivscopeError(f"{path}: cross-sample results are written as .parquet or .jsonl.")
+    require_columns(frame.columns, CROSS_SAMPLE, source="results", what="cross-sample results")
+    extra = [c for c in frame.columns if c not in CROSS_SAMPLE]
+    frame = frame.select(*(pl.col(c).cast(t) for c, t in CROSS_SAMPLE.items()), *extra)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        if path.suffix == ".jsonl":
+            frame.write_ndjson(tmp)
+        else:
+            table = frame.to_arrow()
+            meta = {METADATA_KEY: json.dumps(dict(metadata), default=str)}
+            pq.write_table(table.replace_schema_metadata(meta), tmp, compression="zstd")
+        _remove(path)
+        tmp.rename(path)
+    finally:
+        _remove(tmp)
+    return path
+
+
+def read_cross_sample(path: str | os.PathLike) -> pl.DataFrame:
+    """Read cross-sample results (Parquet or JSONL), checking the contract columns.
+
+    Raises:
+        DivscopeError: the file is unreadable or lacks a contract column.
+    """
+    frame = read_table(path)
+    require_columns(frame.columns, CROSS_SAMPLE, source=str(path), what="cross-sample results")
+    return frame.with_columns(pl.col(c).cast(t) for c, t in CROSS_SAMPLE.items())

@@ -68,3 +68,8 @@ MaxNewTokens = Annotated[
         "--max-new-tokens", min=1, help="Longest response in tokens; longer ones are cut there."
     ),
 ]
+OptionalRLModel = Annotated[
+    str | None,
+    typer.Option("--rl", help="RL-fine-tuned model: a local directory or a hub id."),
+]
+BatchSize = Annotated[int, typer.Option("--batch-size", min=1, help="Sequences decoded together.")]

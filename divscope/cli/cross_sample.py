@@ -1,0 +1,161 @@
+"""`divscope cross-sample`: decode with a base and an RL model in lockstep under a policy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from divscope.cli import options
+
+
+def cross_sample(
+    prompts: Annotated[
+        Path,
+        typer.Argument(
+            help="Prompts: Parquet or JSONL with prompt_id, prompt or prompt_ids, "
+            "and answer (for --grader)."
+        ),
+    ],  # fmt: skip
+    base: options.BaseModel,
+    policy: Annotated[
+        str,
+        typer.Option(
+            "--policy",
+            help="Comma-separated policies: base, rl, forward, reverse, random, rl-replace, "
+            "gated, entropy, mixture, rast (e.g. base,rl,forward for recovery).",
+        ),
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Results: a .parquet or .jsonl file.")],
+    rl: options.OptionalRLModel = None,
+    eps: Annotated[
+        float | None,
+        typer.Option("--eps", help="forward/reverse: switch where JS > eps (nats)."),
+    ] = None,
+    budgets: Annotated[
+        str,
+        typer.Option(
+            "--budgets",
+            help="Switch budgets of forward, reverse, random, gated and entropy "
+            "(comma-separated; -1 = unlimited).",
+        ),
+    ] = "0,1,2,4,8,16,32,64,-1",
+    n: options.Samples = 32,
+    temperature: options.Temperature = 1.0,
+    top_p: options.TopP = 0.7,
+    max_new_tokens: options.MaxNewTokens = 512,
+    grader: options.Grader = None,
+    grade_timeout: options.GradeTimeout = 10.0,
+    seed: options.Seed = 0,
+    rate: Annotated[
+        float | None, typer.Option("--rate", help="random: per-step switch probability.")
+    ] = None,
+    alpha: Annotated[
+        float | None,
+        typer.Option("--alpha", help="mixture: probability that the RL model writes a response."),
+    ] = None,
+    calibration: Annotated[
+        Path | None,
+        typer.Option("--calibration", help="gated/entropy: JSON from `divscope calibrate`."),
+    ] = None,
+    tau: Annotated[
+        float | None,
+        typer.Option("--tau", help="gated/entropy: absolute threshold (overrides --calibration)."),
+    ] = None,
+    lam: Annotated[
+        float | None,
+        typer.Option(
+            "--lam",
+            help="gated/entropy: relative threshold (overrides --calibration); rast: the weight "
+            "of the small pair's logit difference (default 1).",
+        ),
+    ] = None,
+    window: Annotated[
+        int | None,
+        typer.Option(
+            "--window", help="gated/entropy: W, previous steps of the recent mean (default 16)."
+        ),
+    ] = None,
+    replace_temperature: Annotated[
+        float, typer.Option("--replace-temperature", help="rl-replace: base sampling temperature.")
+    ] = 0.6,
+    replace_top_p: Annotated[
+        float, typer.Option("--replace-top-p", help="rl-replace: base sampling top-p.")
+    ] = 0.95,
+    rast_base: Annotated[
+        str | None, typer.Option("--rast-base", help="rast: the small base model.")
+    ] = None,
+    rast_rl: Annotated[
+        str | None, typer.Option("--rast-rl", help="rast: the small RL model.")
+    ] = None,
+    batch_size: options.BatchSize = 32,
+    dtype: options.DType = "auto",
+    device: options.Device = "auto",
+    device_map: options.DeviceMap = None,
+    overwrite: options.Overwrite = False,
+) -> None:
+    """Decode --n responses per prompt of PROMPTS with --base and --rl in lockstep.
+
+    Each policy decides, token by token, whose token is emitted (forward: the RL token where
+    JS > --eps, up to each budget). Writes one row per response (n_switches, n_effective,
+    switch_positions, correct) and prints accuracy and recovery with 95% CIs per policy and
+    budget. Same --seed, same responses, whatever the batch size.
+    """
+    from divscope.decoding import DecodeConfig, build_policy
+    from divscope.decoding.calibration import Calibration
+    from divscope.decoding.pipeline import cross_sample as run
+    from divscope.decoding.pipeline import format_summary, parse_budgets, summarize
+    from divscope.errors import DivscopeError
+
+    budget_list = parse_budgets(budgets)
+    names = [name.strip() for name in policy.split(",") if name.strip()]
+    if len(set(names)) != len(names):
+        raise DivscopeError(f"--policy {policy!r}: a policy appears twice.")
+    gated_params = {"tau": tau, "lam": lam, "window": window}
+    policies = []
+    for name in names:
+        params = {"eps": eps, "rate": rate, "alpha": alpha, "lam": lam}
+        if name in ("gated", "entropy"):
+            params |= gated_params
+            if calibration is not None:
+                calibrated = Calibration.from_json(calibration)
+                gate = calibrated.gate(name)
+                params |= {
+                    "tau": tau if tau is not None else gate.tau,
+                    "lam": lam if lam is not None else gate.lam,
+                    "window": window if window is not None else calibrated.window,
+                }
+        if name == "rl-replace":
+            params |= {"temperature": replace_temperature, "top_p": replace_top_p}
+        policies.append(build_policy(name, **params))
+    config = DecodeConfig(
+        temperature=temperature,
+        top_p=top_p,
+        max_new_tokens=max_new_tokens,
+        seed=seed,
+        batch_size=batch_size,
+    )
+    results = run(
+        prompts,
+        base=base,
+        rl=rl,
+        policies=policies,
+        out=out,
+        budgets=budget_list,
+        n=n,
+        config=config,
+        grader=grader,
+        grade_timeout=grade_timeout,
+        rast_base=rast_base,
+        rast_rl=rast_rl,
+        dtype=dtype,
+        device=device,
+        device_map=device_map,
+        overwrite=overwrite,
+    )
+    if grader is None:
+        typer.echo(f"{results.height} responses, ungraded (pass --grader to grade them).")
+    else:
+        typer.echo(format_summary(summarize(results, seed=seed)))
+    typer.echo(f"wrote {out}")

@@ -1,0 +1,19 @@
+"""The lockstep two-model decoder, its intervention policies and the gate calibration."""
+
+from divscope.decoding.lockstep import DecodeConfig, Decoded, Lockstep, Request, decode
+from divscope.decoding.policies import POLICIES, Policy, build_policy
+from divscope.decoding.randomness import Stream, inverse_cdf, uniforms
+
+__all__ = [
+    "POLICIES",
+    "DecodeConfig",
+    "Decoded",
+    "Lockstep",
+    "Policy",
+    "Request",
+    "Stream",
+    "build_policy",
+    "decode",
+    "inverse_cdf",
+    "uniforms",
+]

@@ -1,0 +1,137 @@
+"""Calibration of the dual gate of the `gated` (and `entropy`) takeover policies.
+
+For a target takeover rate r over calibration scores s (the base model's own responses, scored):
+    tau    = the (1 − r) quantile of s (linear interpolation, numpy's default),
+    lambda = E[s | s > tau] / E[s].
+`gated` reads the CE(p_b, p_r) calibration (`ce_base_rl`), `entropy` the base-entropy one
+(`entropy_base`), so the two policies are compared at the same nominal takeover rate.
+
+>>> gate = calibrate_scores(np.array([1.0, 2.0, 3.0, 4.0]), rate=0.25)
+>>> round(gate.tau, 6), round(gate.lam, 6)
+(3.25, 1.6)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from divscope.errors import DivscopeError
+from divscope.schema import require_columns
+
+# Token-table column behind each gated policy.
+SCORE_COLUMNS: dict[str, str] = {"gated": "ce_base_rl", "entropy": "entropy_base"}
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The two thresholds of one dual gate."""
+
+    tau: float
+    """Absolute threshold: the (1 − r) quantile of the scores."""
+    lam: float
+    """Relative threshold: E[s | s > tau] / E[s]."""
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What `divscope calibrate` writes and `cross-sample --calibration` reads."""
+
+    rate: float
+    """Target takeover rate r."""
+    window: int
+    """W, the previous steps of the gate's recent mean."""
+    gates: dict[str, Gate]
+    """Gate per policy (`gated`, `entropy`)."""
+    n_tokens: int
+    """Calibration scores used."""
+    source: str
+    """Where the scores came from (token table path or prompts + models)."""
+
+    def gate(self, policy: str) -> Gate:
+        """The gate of `policy` (`gated` or `entropy`)."""
+        if policy not in self.gates:
+            raise DivscopeError(
+                f"the calibration has no gate for policy {policy!r}; it has "
+                f"{', '.join(self.gates)}."
+            )
+        return self.gates[policy]
+
+    def to_json(self, path: str | os.PathLike) -> None:
+        """Write the calibration as a small JSON file."""
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(asdict(self), indent=2) + "\n")
+
+    @staticmethod
+    def from_json(path: str | os.PathLike) -> Calibration:
+        """Read a calibration written by `to_json`.
+
+        Raises:
+            DivscopeError: the file is missing or is not a divscope calibration.
+        """
+        try:
+            data: dict[str, Any] = json.loads(Path(path).read_text())
+            return Calibration(
+                rate=float(data["rate"]),
+                window=int(data["window"]),
+                gates={name: Gate(**gate) for name, gate in data["gates"].items()},
+                n_tokens=int(data["n_tokens"]),
+                source=str(data["source"]),
+            )
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise DivscopeError(
+                f"{path}: not a calibration written by `divscope calibrate` ({error})."
+            ) from error
+
+
+def calibrate_scores(scores: np.ndarray, rate: float) -> Gate:
+    """tau and lambda of a dual gate for takeover rate `rate` (see the module docstring).
+
+    Raises:
+        DivscopeError: no scores, a rate outside (0, 1), or no score above tau.
+    """
+    if not 0.0 < rate < 1.0:
+        raise DivscopeError(f"--rate must be in (0, 1), got {rate}.")
+    scores = np.asarray(scores, dtype=np.float64)
+    scores = scores[np.isfinite(scores)]
+    if scores.size == 0:
+        raise DivscopeError("calibration: no finite scores to calibrate on.")
+    tau = float(np.quantile(scores, 1.0 - rate))
+    above = scores[scores > tau]
+    mean = float(scores.mean())
+    if above.size == 0 or mean <= 0.0:
+        raise DivscopeError(
+            f"calibration: no score exceeds tau={tau:.4g} (or the mean score is 0); the "
+            f"calibration set is too small or degenerate for rate {rate}."
+        )
+    return Gate(tau=tau, lam=float(above.mean()) / mean)
+
+
+def calibrate_table(
+    table: pl.DataFrame | pl.LazyFrame, rate: float, window: int, source: str
+) -> Calibration:
+    """Calibrate both gates on a token table's `ce_base_rl` and `entropy_base` columns.
+
+    Args:
+        table: token-table rows (the base model's responses, scored against the RL model).
+        rate: target takeover rate r in (0, 1).
+        window: W of the gates' recent mean (stored, not used by the calibration).
+        source: a description of the table for the JSON.
+    """
+    if window < 1:
+        raise DivscopeError(f"--window must be >= 1, got {window}.")
+    columns = list(SCORE_COLUMNS.values())
+    lazy = table.lazy()
+    require_columns(lazy.collect_schema().names(), columns, source=source, what="calibration")
+    frame = lazy.select(columns).collect()
+    gates = {
+        policy: calibrate_scores(frame[column].to_numpy(), rate)
+        for policy, column in SCORE_COLUMNS.items()
+    }
+    return Calibration(rate=rate, window=window, gates=gates, n_tokens=frame.height, source=source)

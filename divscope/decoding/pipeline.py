@@ -1,0 +1,407 @@
+"""`cross_sample` and `calibrate`: files and model paths in, results on disk out.
+
+What `divscope cross-sample` and `divscope calibrate` run: validate the cheap inputs first (the
+output path, prompts, grader, policies, budgets), load the models and their shared tokenizer,
+decode, grade, write atomically.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from divscope.decoding.calibration import Calibration, calibrate_table
+from divscope.decoding.lockstep import DecodeConfig, Decoded, Request
+from divscope.decoding.policies import Policy
+from divscope.errors import DivscopeError
+
+DEFAULT_BUDGETS: tuple[int, ...] = (0, 1, 2, 4, 8, 16, 32, 64, -1)
+
+# Policy-parameter columns written next to the cross-sample contract columns.
+PARAM_COLUMNS: dict[str, pl.DataType] = {
+    "rate": pl.Float64(),
+    "tau": pl.Float64(),
+    "lam": pl.Float64(),
+    "window": pl.Int32(),
+    "alpha": pl.Float64(),
+    "temperature": pl.Float64(),
+    "top_p": pl.Float64(),
+    "max_new_tokens": pl.Int32(),
+}
+
+MODEL_FLAGS: dict[str, str] = {
+    "base": "--base",
+    "rl": "--rl",
+    "rast_base": "--rast-base",
+    "rast_rl": "--rast-rl",
+}
+
+
+def parse_budgets(text: str) -> tuple[int, ...]:
+    """Parse `--budgets`: comma-separated integers >= 0, or −1 for unlimited.
+
+    >>> parse_budgets("0,1,2,-1")
+    (0, 1, 2, -1)
+
+    Raises:
+        DivscopeError: an empty list, a non-integer or a value below −1.
+    """
+    parts = [part.strip() for part in text.split(",")]
+    try:
+        budgets = tuple(int(part) for part in parts)
+    except ValueError as error:
+        raise DivscopeError(
+            f"--budgets {text!r}: expected comma-separated integers such as 0,1,2,4,-1 "
+            "(−1 = unlimited)."
+        ) from error
+    bad = [b for b in budgets if b < -1]
+    if bad:
+        raise DivscopeError(f"--budgets {text!r}: {bad[0]} is not a budget (>= 0, or −1).")
+    return budgets
+
+
+def cross_sample(
+    prompts: str | os.PathLike,
+    *,
+    base: str,
+    rl: str | None,
+    policies: Sequence[Policy],
+    out: str | os.PathLike,
+    budgets: Sequence[int] = DEFAULT_BUDGETS,
+    n: int = 32,
+    config: DecodeConfig = DecodeConfig(),  # noqa: B008 (frozen, hashable)
+    grader: str | None = None,
+    grade_timeout: float = 10.0,
+    rast_base: str | None = None,
+    rast_rl: str | None = None,
+    dtype: str = "auto",
+    device: str = "auto",
+    device_map: str | None = None,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> pl.DataFrame:
+    """Decode `n` responses per prompt under each policy (and budget), grade them, write them.
+
+    Args:
+        prompts: Parquet or JSONL prompts (`prompt_id`, `prompt` or `prompt_ids`, `answer`).
+        base: the base model, a local directory or a hub id.
+        rl: the RL model (not needed by `base` and `rast`).
+        policies: the policies to run, e.g. `[Base(), RL(), Forward(eps=0.05)]`.
+        out: the results, `.parquet` or `.jsonl`, written atomically.
+        budgets: switch budgets of the budgeted policies (−1 = unlimited); the other
+            policies run once with budget −1.
+        n: responses per prompt (sample ids 0..n−1) per policy and budget.
+        config: sampling, length cap, seed and batch size.
+        grader: a grader (`math`, `exact`, `lab` or `module:function`); None leaves
+            `correct` null.
+        grade_timeout: wall-clock seconds to grade one response.
+        rast_base: the small base model of `rast`.
+        rast_rl: the small RL model of `rast`.
+        dtype: weights dtype, `auto`, `float32`, `bfloat16` or `float16`.
+        device: `auto`, `cpu`, `cuda` or `cuda:N`.
+        device_map: passed to `from_pretrained` for models larger than one GPU.
+        overwrite: replace an existing output.
+        progress: show progress bars on stderr.
+
+    Returns:
+        The results as written (DESIGN "Cross-sample results" plus `PARAM_COLUMNS`).
+
+    Raises:
+        DivscopeError: bad prompts, budgets or grader, a missing model, models that do not
+            share a tokenizer, or an existing output without `overwrite`.
+
+    Example:
+        >>> from divscope.decoding.policies import Base, Forward, RL
+        >>> results = cross_sample(  # doctest: +SKIP
+        ...     "fixtures/lab/prompts/eval.jsonl", base="fixtures/lab/base",
+        ...     rl="fixtures/lab/rl", policies=[Base(), RL(), Forward(eps=0.05)],
+        ...     out="runs/forward.parquet", n=4, grader="lab")
+    """
+    from divscope import __version__
+    from divscope.decoding.lockstep import decode
+    from divscope.grading import GradeConfig, get_grader, grade_table
+    from divscope.io import TokenTableWriter, prompt_token_ids, read_prompts, write_cross_sample
+    from divscope.models import describe_model, load_model
+
+    TokenTableWriter.check_target(out, overwrite=overwrite)
+    if n < 1:
+        raise DivscopeError(f"--n must be >= 1, got {n}.")
+    if not policies:
+        raise DivscopeError("no policy given; pass --policy (e.g. base,rl,forward).")
+    budgets = tuple(budgets)
+    if not budgets or any(b < -1 for b in budgets):
+        raise DivscopeError(f"--budgets {budgets}: give budgets >= 0, or −1 for unlimited.")
+    if grader is not None:
+        get_grader(grader)  # an unknown grader fails before the models load
+    frame = read_prompts(prompts)
+    if grader is not None and "answer" not in frame.columns:
+        raise DivscopeError(
+            f"{prompts}: --grader {grader} needs an 'answer' column in the prompts."
+        )
+    paths = {"base": base, "rl": rl, "rast_base": rast_base, "rast_rl": rast_rl}
+    needed = [name for name in paths if any(name in p.models for p in policies)]
+    for name in needed:
+        if paths[name] is None:
+            users = ", ".join(p.name for p in policies if name in p.models)
+            raise DivscopeError(f"policy {users} needs {MODEL_FLAGS[name]}.")
+    tokenizer = _shared_tokenizer({name: paths[name] for name in needed})
+    prompt_ids = prompt_token_ids(frame, tokenizer, source=str(prompts))
+    models = {
+        name: load_model(paths[name], dtype=dtype, device=device, device_map=device_map)
+        for name in needed
+    }
+    eos_ids = _eos_ids(tokenizer, models["base"]) if "base" in models else _eos_ids(tokenizer)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
+    keys = frame["prompt_id"].to_list()
+
+    parts = []
+    for policy in policies:
+        requests = [
+            Request(prompt_id, sample, tuple(ids), budget)
+            for budget in (budgets if policy.budgeted else (-1,))
+            for prompt_id, ids in zip(keys, prompt_ids, strict=True)
+            for sample in range(n)
+        ]
+        decoded = decode(
+            models,
+            requests,
+            policy,
+            config,
+            vocab=len(tokenizer),
+            eos_ids=eos_ids,
+            pad_id=pad_id,
+            progress=progress,
+        )
+        texts = tokenizer.batch_decode([d.response_ids for d in decoded], skip_special_tokens=True)
+        parts.append(_results_frame(policy, requests, decoded, texts, config))
+    results = pl.concat(parts, how="vertical")
+    if grader is not None:
+        answers = frame.select("prompt_id", "answer")
+        grading = GradeConfig(grader, timeout=grade_timeout)
+        results = grade_table(results, grading, answers=answers)
+    metadata = {
+        "models": {name: describe_model(model, paths[name]) for name, model in models.items()},
+        "prompts": str(Path(prompts)),
+        "policies": [{"policy": p.name, **p.params()} for p in policies],
+        "budgets": list(budgets),
+        "n": n,
+        "temperature": config.temperature,
+        "top_p": config.top_p,
+        "max_new_tokens": config.max_new_tokens,
+        "seed": config.seed,
+        "grader": grader,
+        "dtype": dtype,
+        "device": device if device_map is None else f"device_map={device_map}",
+        "divscope_version": __version__,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    write_cross_sample(results, out, metadata, overwrite=overwrite)
+    return results
+
+
+def _shared_tokenizer(paths: dict[str, str]):
+    """The first model's tokenizer, after checking that every other model shares it."""
+    from divscope.models import check_same_tokenizer, load_tokenizer
+
+    names = list(paths)
+    tokenizer = load_tokenizer(paths[names[0]])
+    for name in names[1:]:
+        check_same_tokenizer(tokenizer, load_tokenizer(paths[name]), (names[0], name))
+    return tokenizer
+
+
+def _eos_ids(tokenizer, model=None) -> list[int]:
+    """The tokenizer's EOS id first, then any other EOS ids of the model's generation config."""
+    ids = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+    config = getattr(model, "generation_config", None)
+    extra = getattr(config, "eos_token_id", None)
+    for token_id in extra if isinstance(extra, list) else [extra]:
+        if token_id is not None and token_id not in ids and token_id < len(tokenizer):
+            ids.append(token_id)
+    return ids
+
+
+def _results_frame(
+    policy: Policy,
+    requests: list[Request],
+    decoded: list[Decoded],
+    texts: list[str],
+    config: DecodeConfig,
+) -> pl.DataFrame:
+    params: dict[str, Any] = {c: None for c in PARAM_COLUMNS}
+    params |= {"temperature": config.temperature, "top_p": config.top_p}
+    params |= {"max_new_tokens": config.max_new_tokens}
+    params |= {k: v for k, v in policy.params().items() if k != "eps"}
+    eps = policy.params().get("eps")
+    rows = len(requests)
+    frame = pl.DataFrame(
+        {
+            "prompt_id": [r.prompt_id for r in requests],
+            "sample_id": [r.sample_id for r in requests],
+            "policy": [policy.name] * rows,
+            "budget": [r.budget for r in requests],
+            "eps": pl.Series([eps] * rows, dtype=pl.Float64()),
+            "seed": [config.seed] * rows,
+            "response_ids": [d.response_ids for d in decoded],
+            "response": texts,
+            "n_tokens": [len(d.response_ids) for d in decoded],
+            "n_switches": [d.n_switches for d in decoded],
+            "n_effective": [d.n_effective for d in decoded],
+            "switch_positions": pl.Series(
+                [d.switch_positions for d in decoded], dtype=pl.List(pl.Int32())
+            ),
+            "finished": [d.finished for d in decoded],
+            "correct": pl.Series([None] * rows, dtype=pl.Boolean()),
+        }
+    )
+    return frame.with_columns(pl.lit(params[c], dtype=t).alias(c) for c, t in PARAM_COLUMNS.items())
+
+
+def summarize(results: pl.DataFrame, *, n_boot: int = 1000, seed: int = 0) -> pl.DataFrame:
+    """The Table-1 summary: per policy and budget, accuracy and recovery with 95% CIs and the
+    switched-token shares (`analyses.cross_sampling.cross_sampling_curve`)."""
+    from divscope.analyses.cross_sampling import cross_sampling_curve
+
+    return cross_sampling_curve(results, n_boot=n_boot, seed=seed)
+
+
+def format_summary(curve: pl.DataFrame) -> str:
+    """A fixed-width text table of `summarize`'s output."""
+
+    def interval(row: dict[str, Any], name: str, percent: bool) -> str:
+        value, low, high = row[name], row[f"{name}_low"], row[f"{name}_high"]
+        if value is None:
+            return "-"
+        scale, unit = (100, "%") if percent else (1, "")
+        return f"{scale * value:.1f}{unit} [{scale * low:.1f}, {scale * high:.1f}]"
+
+    def share(value: float | None) -> str:
+        return "-" if value is None else f"{100 * value:.2f}%"
+
+    header = (
+        f"{'policy':<11} {'budget':>6} {'n':>6}  {'accuracy [95% CI]':<24} "
+        f"{'recovery [95% CI]':<22} {'switched':>9} {'effective':>9}"
+    )
+    lines = [header]
+    for row in curve.iter_rows(named=True):
+        budget = "inf" if row["budget"] < 0 else str(row["budget"])
+        lines.append(
+            f"{row['policy']:<11} {budget:>6} {row['n_responses']:>6}  "
+            f"{interval(row, 'accuracy', True):<24} {interval(row, 'recovery', False):<22} "
+            f"{share(row['switch_share_pooled']):>9} {share(row['effective_share_pooled']):>9}"
+        )
+    return "\n".join(lines)
+
+
+def calibrate(
+    source: str | os.PathLike,
+    *,
+    rate: float,
+    window: int,
+    out: str | os.PathLike,
+    base: str | None = None,
+    rl: str | None = None,
+    n: int = 4,
+    config: DecodeConfig = DecodeConfig(),  # noqa: B008 (frozen, hashable)
+    dtype: str = "auto",
+    device: str = "auto",
+    device_map: str | None = None,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> Calibration:
+    """Calibrate the `gated` and `entropy` gates and write the JSON `cross-sample` reads.
+
+    Args:
+        source: a token table (without `base`/`rl`), or calibration prompts (with them): then
+            the base model samples `n` responses per prompt (lockstep decoder, `base` policy)
+            and the scoring engine scores them against the RL model.
+        rate: target takeover rate r in (0, 1).
+        window: W of the gates' recent mean.
+        out: the calibration JSON.
+        base: the base model (prompts only).
+        rl: the RL model (prompts only).
+        n: responses per calibration prompt.
+        config: sampling of the calibration responses.
+        dtype: weights dtype.
+        device: `auto`, `cpu`, `cuda` or `cuda:N`.
+        device_map: passed to `from_pretrained`.
+        overwrite: replace an existing output.
+        progress: show progress bars on stderr.
+
+    Raises:
+        DivscopeError: an existing output without `overwrite`, only one of `base`/`rl`, a
+            source that is neither, or a degenerate calibration set.
+    """
+    from divscope.io import TokenTableWriter, scan_token_table
+
+    TokenTableWriter.check_target(out, overwrite=overwrite)
+    if (base is None) != (rl is None):
+        raise DivscopeError(
+            "calibrate: give both --base and --rl (SOURCE is then calibration prompts) or "
+            "neither (SOURCE is then a token table from `divscope score`)."
+        )
+    if base is None:
+        table = scan_token_table(source)
+        description = str(source)
+    else:
+        assert rl is not None
+        table = _score_base_samples(
+            source, base, rl, n, config, dtype, device, device_map, progress
+        )
+        description = f"{source}: {n} base samples per prompt (base={base}, rl={rl})"
+    calibration = calibrate_table(table, rate, window, description)
+    calibration.to_json(out)
+    return calibration
+
+
+def _score_base_samples(
+    prompts, base, rl, n, config, dtype, device, device_map, progress
+) -> pl.DataFrame:
+    """The token table of `n` base-policy responses per prompt, scored against the RL model."""
+    from divscope.decoding.lockstep import decode
+    from divscope.decoding.policies import Base
+    from divscope.io import prompt_token_ids, read_prompts
+    from divscope.models import load_model
+    from divscope.scoring.engine import ScoreConfig, score_trajectories
+
+    frame = read_prompts(prompts)
+    tokenizer = _shared_tokenizer({"base": base, "rl": rl})
+    prompt_ids = prompt_token_ids(frame, tokenizer, source=str(prompts))
+    models = {
+        name: load_model(path, dtype=dtype, device=device, device_map=device_map)
+        for name, path in (("base", base), ("rl", rl))
+    }
+    eos_ids = _eos_ids(tokenizer, models["base"])
+    requests = [
+        Request(prompt_id, sample, tuple(ids))
+        for prompt_id, ids in zip(frame["prompt_id"].to_list(), prompt_ids, strict=True)
+        for sample in range(n)
+    ]
+    decoded = decode(
+        models, requests, Base(), config, vocab=len(tokenizer), eos_ids=eos_ids,
+        pad_id=tokenizer.pad_token_id or 0, progress=progress,
+    )  # fmt: skip
+    trajectories = pl.DataFrame(
+        {
+            "prompt_id": [r.prompt_id for r in requests],
+            "sample_id": pl.Series([r.sample_id for r in requests], dtype=pl.Int32()),
+            "prompt_ids": [list(r.prompt_ids) for r in requests],
+            "response_ids": [d.response_ids for d in decoded],
+        }
+    )
+    parts: list[pl.DataFrame] = []
+    score_trajectories(
+        trajectories,
+        models["base"],
+        models["rl"],
+        tokenizer,
+        ScoreConfig(top_p=config.top_p, temperature=config.temperature),
+        sink=parts.append,
+        progress=progress,
+    )
+    return pl.concat(parts)

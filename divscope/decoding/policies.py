@@ -1,0 +1,331 @@
+"""Intervention policies of the lockstep decoder (DESIGN "Policies of the lockstep decoder").
+
+At every step a policy proposes the token its primary model draws, and optionally the token an
+intervening model would emit and whether it wants to switch to it. The decoder applies the
+budget and the bookkeeping (`n_switches`, `n_effective`, `switch_positions`), so every policy
+is only its gate. All draws use the step's coupled uniform (`randomness`), so the primary's
+and the intervener's draws are comparable: a switch is *effective* when they differ.
+
+>>> build_policy("forward", eps=0.05)
+Forward(eps=0.05)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import MISSING, asdict, dataclass, fields
+from functools import cached_property
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor
+
+from divscope.decoding.randomness import inverse_cdf
+from divscope.errors import DivscopeError
+from divscope.scoring.stats import (
+    StatsConfig,
+    Truncated,
+    entropy_and_cross_entropy,
+    top1,
+    truncate,
+    truncated_js,
+)
+
+
+class StepView:
+    """The next-token logits of one decoding step and the statistics policies read from them,
+    each computed at most once (with the scoring engine's functions)."""
+
+    def __init__(
+        self,
+        logits: Mapping[str, Tensor],
+        u: Tensor,
+        u_switch: Tensor,
+        sampling: StatsConfig,
+    ) -> None:
+        """
+        Args:
+            logits: `[B, V]` next-token logits per model name.
+            u: `[B]` float64 sampling uniforms of this step.
+            u_switch: `[B]` float64 uniforms of the `random` policy's coin.
+            sampling: temperature, top-p and window of the sampled distributions and of `js`.
+        """
+        self.logits = logits
+        self.u = u
+        self.u_switch = u_switch
+        self.sampling = sampling
+        self._truncated: dict[tuple[str, StatsConfig], Truncated] = {}
+
+    def truncated(self, model: str, config: StatsConfig | None = None) -> Truncated:
+        """The truncated distribution of `model` at `config` (default: the sampling one)."""
+        key = (model, config or self.sampling)
+        if key not in self._truncated:
+            self._truncated[key] = truncate(self.logits[model], key[1])
+        return self._truncated[key]
+
+    def draw(self, model: str, config: StatsConfig | None = None) -> Tensor:
+        """`[B]` the token `model` samples with this step's uniform."""
+        return inverse_cdf(self.truncated(model, config), self.u)
+
+    @cached_property
+    def js(self) -> Tensor:
+        """`[B]` JS of the base and RL truncated distributions (the token table's `js`)."""
+        return truncated_js(self.truncated("base"), self.truncated("rl"))
+
+    @cached_property
+    def entropy_and_ce(self) -> tuple[Tensor, Tensor]:
+        """`[B]` base entropy and CE(p_b, p_r), full distributions at T=1."""
+        return entropy_and_cross_entropy(self.logits["base"], self.logits["rl"])
+
+    def top1(self, model: str) -> Tensor:
+        """`[B]` the most probable token of `model` (T=1, ties to the lowest id)."""
+        return top1(self.logits[model])
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """What a policy proposes at one step (`[B]` tensors)."""
+
+    primary: Tensor
+    """The token the primary model draws."""
+    intervener: Tensor | None = None
+    """The token the intervening model would emit; None for single-model policies."""
+    want: Tensor | None = None
+    """Whether the policy switches to the intervener (before the budget applies)."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A decoding policy: a name, the models it reads and a per-step proposal."""
+
+    name: ClassVar[str]
+    models: ClassVar[tuple[str, ...]] = ("base", "rl")
+    budgeted: ClassVar[bool] = False
+    """Whether a switch budget applies (otherwise the policy runs with budget −1 only)."""
+
+    def params(self) -> dict[str, Any]:
+        """The policy's parameters, as results columns."""
+        return asdict(self)
+
+    def init_state(self, u_response: Tensor) -> dict[str, Tensor]:
+        """Per-batch state, given `[B]` float64 once-per-response uniforms."""
+        return {}
+
+    def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
+        """The step's proposal; may update `state`."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Base(Policy):
+    """Sample the base model alone (control)."""
+
+    name: ClassVar[str] = "base"
+    models: ClassVar[tuple[str, ...]] = ("base",)
+
+    def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
+        return Proposal(view.draw("base"))
+
+
+@dataclass(frozen=True)
+class RL(Policy):
+    """Sample the RL model alone (control)."""
+
+    name: ClassVar[str] = "rl"
+    models: ClassVar[tuple[str, ...]] = ("rl",)
+
+    def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
+        return Proposal(view.draw("rl"))
+
+
+@dataclass(frozen=True)
+class Forward(Policy):
+    """Primary base, intervener RL: switch where JS > eps (forward cross-sampling)."""
+
+    name: ClassVar[str] = "forward"
+    budgeted: ClassVar[bool] = True
+    eps: float
+    """JS threshold (nats); a negative eps switches at every step."""
+
+    def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
+        return Proposal(view.draw("base"), view.draw("rl"), view.js > self.eps)
+
+
+@dataclass(frozen=True)
+class Reverse(Policy):
+    """Primary RL, intervener base: switch where JS > eps (reverse cross-sampling)."""
+
+    name: ClassVar[str] = "reverse"
+    budgeted: ClassVar[bool] = True
+    eps: float
+    """JS threshold (nats); a negative eps switches at every step."""
+
+    def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
+        return Proposal(view.draw("rl"), view.draw("base"), view.js > self.eps)
+
+
+@dataclass(frozen=True)
+class RandomPositions(Policy):
+    """Primary base, intervener RL: switch at random steps (the random-position baseline)."""
+
+    name: ClassVar[str] = "random"
+    budgeted: ClassVar[bool] = True
+    rate: float
+    """Probability of a switch at each step, independent of the models."""
+
+    def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
+        return Proposal(view.draw("base"), view.draw("rl"), view.u_switch < self.rate)
+
+
+@dataclass(frozen=True)
+class RLReplace(Policy):
+    """Emit the RL argmax where the base and RL argmaxes differ, else sample the base model."""
+
+    name: ClassVar[str] = "rl-replace"
+    temperature: float = 0.6
+    """Temperature of the base model's samples (the run's --temperature is not used)."""
+    top_p: float = 0.95
+    """Top-p of the base model's samples (the run's --top-p is not used)."""
+
+    def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
+        config = StatsConfig(self.top_p, self.temperature, view.sampling.window)
+        top1_rl = view.top1("rl")
+        return Proposal(view.draw("base", config), top1_rl, view.top1("base") != top1_rl)
+
+
+@dataclass(frozen=True)
+class Gated(Policy):
+    """One-token RL takeover when s_t = CE(p_b, p_r) > tau and s_t > lam · mean(s over the
+    previous `window` steps); with no previous step only the first gate applies."""
+
+    name: ClassVar[str] = "gated"
+    budgeted: ClassVar[bool] = True
+    tau: float
+    """Absolute threshold (`divscope calibrate`)."""
+    lam: float
+    """Relative threshold: a spike over the recent mean."""
+    window: int = 16
+    """W, the previous steps the recent mean covers."""
+
+    def score(self, view: StepView) -> Tensor:
+        """`[B]` the gated score s_t."""
+        return view.entropy_and_ce[1]
+
+    def init_state(self, u_response: Tensor) -> dict[str, Tensor]:
+        batch = u_response.shape[0]
+        return {
+            "history": torch.zeros(batch, self.window, dtype=torch.float32),  # [B, W] ring
+            "steps": torch.zeros((), dtype=torch.int64),
+        }
+
+    def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
+        s = self.score(view).float()  # [B]
+        history = state["history"].to(s.device)
+        seen = min(int(state["steps"]), self.window)
+        if seen:
+            relative = s > self.lam * history[:, :seen].mean(-1)
+        else:
+            relative = torch.ones_like(s, dtype=torch.bool)
+        history[:, int(state["steps"]) % self.window] = s
+        state["history"], state["steps"] = history, state["steps"] + 1
+        return Proposal(view.draw("base"), view.draw("rl"), (s > self.tau) & relative)
+
+
+@dataclass(frozen=True)
+class EntropyGated(Gated):
+    """The `gated` takeover with the base model's entropy as the score (no RL signal)."""
+
+    name: ClassVar[str] = "entropy"
+
+    def score(self, view: StepView) -> Tensor:
+        return view.entropy_and_ce[0]
+
+
+@dataclass(frozen=True)
+class Mixture(Policy):
+    """Whole-response control: the RL model writes the response with probability alpha, else
+    the base model (every step of an RL response counts as a switch)."""
+
+    name: ClassVar[str] = "mixture"
+    alpha: float
+    """Probability that a response is the RL model's."""
+
+    def init_state(self, u_response: Tensor) -> dict[str, Tensor]:
+        return {"rl": u_response < self.alpha}
+
+    def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
+        return Proposal(view.draw("base"), view.draw("rl"), state["rl"].to(view.u.device))
+
+
+@dataclass(frozen=True)
+class Rast(Policy):
+    """RAST: sample softmax(base + lam · (small_rl − small_base)); every step counts as a
+    switch, effective where the steered draw differs from the base model's own."""
+
+    name: ClassVar[str] = "rast"
+    models: ClassVar[tuple[str, ...]] = ("base", "rast_base", "rast_rl")
+    lam: float = 1.0
+    """Weight of the small pair's logit difference."""
+
+    def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
+        base = view.logits["base"]
+        delta = view.logits["rast_rl"].to(base.device) - view.logits["rast_base"].to(base.device)
+        steered = truncate(base + self.lam * delta, view.sampling)
+        want = torch.ones_like(view.u, dtype=torch.bool)
+        return Proposal(view.draw("base"), inverse_cdf(steered, view.u), want)
+
+
+POLICIES: dict[str, type[Policy]] = {
+    cls.name: cls
+    for cls in (Base, RL, Forward, Reverse, RandomPositions, RLReplace, Gated, EntropyGated,
+                Mixture, Rast)
+}  # fmt: skip
+
+
+def build_policy(name: str, **params: Any) -> Policy:
+    """A policy from its name and CLI-style parameters (None = not given).
+
+    Args:
+        name: one of `POLICIES`.
+        **params: `eps`, `rate`, `alpha`, `tau`, `lam`, `window`, `temperature`, `top_p`;
+            the ones a policy does not take are ignored.
+
+    Raises:
+        DivscopeError: an unknown policy, or a required parameter missing or out of range,
+            naming the flag to set.
+    """
+    if name not in POLICIES:
+        raise DivscopeError(f"unknown policy {name!r}; known policies: {', '.join(POLICIES)}.")
+    cls = POLICIES[name]
+    kwargs = {}
+    for f in fields(cls):
+        value = params.get(f.name)
+        if value is None and f.default is MISSING:
+            raise DivscopeError(f"policy {name!r} needs {_FLAGS[f.name]}.")
+        if value is not None:
+            kwargs[f.name] = value
+    for key, value in kwargs.items():
+        low, high = _RANGES.get(key, (None, None))
+        if (low is not None and not value >= low) or (high is not None and not value <= high):
+            bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
+            raise DivscopeError(f"policy {name!r}: {_FLAGS[key]} must be {bound}, got {value}.")
+    return cls(**kwargs)
+
+
+_FLAGS: dict[str, str] = {
+    "eps": "--eps (the JS threshold in nats; negative: switch at every step)",
+    "rate": "--rate (the per-step switch probability)",
+    "alpha": "--alpha (the share of responses written by the RL model)",
+    "tau": "--tau, or --calibration from `divscope calibrate`",
+    "lam": "--lam, or --calibration from `divscope calibrate`",
+    "window": "--window",
+    "temperature": "--replace-temperature",
+    "top_p": "--replace-top-p",
+}
+_RANGES: dict[str, tuple[float | None, float | None]] = {
+    "rate": (0.0, 1.0),
+    "alpha": (0.0, 1.0),
+    "window": (1, None),
+    "temperature": (1e-6, None),
+    "top_p": (1e-6, 1.0),
+}
