@@ -1,0 +1,50 @@
+"""Figures of the papers, drawn from your own token tables and cross-sample results.
+
+One function per figure: `(data, ax=None, **options) -> matplotlib.figure.Figure`. Each calls
+the analyses in `divscope.analyses` and only draws; the style (palette, sizes, labels) lives in
+`divscope.figures.style`. `ax` is one Axes, or a sequence of Axes for a multi-panel figure; by
+default a new figure sized for a two-column paper is made. `divscope.figures.gallery` lists
+every figure and writes them all (the `divscope plot` command).
+
+>>> from divscope.figures import percentile_curve  # doctest: +SKIP
+>>> percentile_curve(scan_token_table("tokens.parquet")).savefig("p.pdf")  # doctest: +SKIP
+"""
+
+from divscope.figures.cross_sampling import cross_sampling_curves, takeover_knee
+from divscope.figures.distribution import (
+    compare_sparsity,
+    divergence_histogram,
+    lorenz,
+    percentile_curve,
+    token_profile,
+)
+from divscope.figures.evolution import evolution
+from divscope.figures.failure import failure_roc
+from divscope.figures.position import early_density, positional_profile, token_trajectory
+from divscope.figures.shift import (
+    entropy_by_divergence,
+    rank_reordering,
+    tail_promotion,
+    topk_overlap,
+)
+from divscope.figures.tokens import wordclouds
+
+__all__ = [
+    "compare_sparsity",
+    "cross_sampling_curves",
+    "divergence_histogram",
+    "early_density",
+    "entropy_by_divergence",
+    "evolution",
+    "failure_roc",
+    "lorenz",
+    "percentile_curve",
+    "positional_profile",
+    "rank_reordering",
+    "tail_promotion",
+    "takeover_knee",
+    "token_profile",
+    "token_trajectory",
+    "topk_overlap",
+    "wordclouds",
+]

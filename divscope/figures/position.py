@@ -1,0 +1,265 @@
+"""Where in a response the divergence sits: positional profile, early density, one response."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import polars as pl
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.transforms import ScaledTranslation
+
+from divscope import analyses
+from divscope.analyses._frames import Frame, checked_lazy
+from divscope.errors import DivscopeError
+from divscope.figures.style import (
+    BLACK,
+    BLUE,
+    DOUBLE_COLUMN,
+    GREY,
+    RL_COLOR,
+    YELLOW,
+    count,
+    figure_function,
+    header_note,
+    legend_below,
+    metric_label,
+    metric_symbol,
+    panels,
+)
+
+
+@figure_function
+def positional_profile(
+    tokens: Frame, ax: Axes | None = None, *, metric: str = "js", bins: int = 20
+) -> Figure:
+    """Mean, median and percentile bands of the divergence over relative position (Fig. 3).
+
+    Args:
+        tokens: a token table.
+        ax: axes to draw into (default: a new single-column figure).
+        metric: the divergence column.
+        bins: equal-width bins of relative position t / T.
+    """
+    profile = analyses.positional_profile(tokens, metric, bins=bins).drop_nulls("mean")
+    figure, (axes,) = panels(ax)
+    centre = ((profile["bin_start"] + profile["bin_end"]) / 2).to_numpy()
+    band = {"color": RL_COLOR, "linewidth": 0}
+    axes.fill_between(centre, profile["p10"], profile["p90"], alpha=0.15, label="p10–p90", **band)
+    axes.fill_between(centre, profile["p25"], profile["p75"], alpha=0.3, label="p25–p75", **band)
+    axes.plot(centre, profile["mean"], color=RL_COLOR, marker="o", label="mean")
+    axes.plot(centre, profile["median"], color=BLACK, linestyle="--", label="median")
+    axes.set_yscale("log")
+    axes.set_xlim(0, 1)
+    axes.set_xlabel("relative position in the response, t / T")
+    axes.set_ylabel(metric_label(metric))
+    legend_below(axes, own_figure=ax is None, ncols=4)
+    header_note(axes, f"{count(int(profile['count'].sum()))} tokens in {bins} bins")
+    return figure
+
+
+@figure_function
+def early_density(
+    tokens: Frame,
+    ax: Axes | None = None,
+    *,
+    metric: str = "js",
+    top_share: float = 0.01,
+    bins: int = 20,
+) -> Figure:
+    """Density over relative position of the most divergent tokens beside all tokens (Fig. 3).
+
+    Args:
+        tokens: a token table.
+        ax: axes to draw into (default: a new single-column figure).
+        metric: the divergence column.
+        top_share: share of tokens, most divergent first.
+        bins: equal-width bins of relative position.
+    """
+    density = analyses.early_density(tokens, metric, top_share=top_share, bins=bins)
+    figure, (axes,) = panels(ax)
+    edges = np.r_[density["bin_start"].to_numpy(), 1.0]
+    axes.stairs(density["density_all"], edges, color=GREY, label="all tokens")
+    axes.stairs(
+        density["density"],
+        edges,
+        color=RL_COLOR,
+        linewidth=1.6,
+        label=f"top {top_share:.0%} by {metric_symbol(metric)}",
+    )
+    axes.axhline(1.0, color=GREY, linewidth=0.6, linestyle=":")
+    axes.set_xlim(0, 1)
+    axes.set_ylim(bottom=0)
+    axes.set_xlabel("relative position in the response, t / T")
+    axes.set_ylabel("density (uniform = 1)")
+    axes.legend(loc="upper right")
+    return figure
+
+
+def _display_piece(token: str) -> str:
+    """A token as shown in running text: newline and tab visible, byte-level markers as spaces."""
+    return token.replace("Ġ", " ").replace("▁", " ").replace("\n", "↵").replace("\t", "⇥")
+
+
+@figure_function
+def token_trajectory(
+    tokens: Frame,
+    ax: Sequence[Axes] | None = None,
+    *,
+    metric: str = "js",
+    prompt_id: str | None = None,
+    sample_id: int | None = None,
+    threshold: float = 0.1,
+    max_tokens: int = 80,
+    label_top: int = 5,
+) -> Figure:
+    """Per-token divergence along one response, with its text and divergent tokens marked (Fig. 1).
+
+    Top: the divergence of every token, those above `threshold` in vermillion, the `label_top`
+    largest labelled with their text. Bottom: the response text, divergent tokens highlighted.
+
+    Args:
+        tokens: a token table.
+        ax: two axes to draw into, bar chart then text (default: a new full-width figure).
+        metric: the divergence column.
+        prompt_id: the response's prompt; default the one `example_response` picks.
+        sample_id: the response's sample; required with `prompt_id`.
+        threshold: tokens strictly above it are marked.
+        max_tokens: tokens shown; a longer response is cut there (and says so).
+        label_top: the largest values labelled above their bars.
+
+    Raises:
+        DivscopeError: the response is not in the table.
+    """
+    required = ["prompt_id", "sample_id", "position", "n_tokens", "token", metric]
+    lazy = checked_lazy(tokens, required, what="token_trajectory")
+    if prompt_id is None:
+        prompt_id, sample_id = analyses.example_response(
+            lazy, metric, threshold=threshold, max_tokens=max_tokens
+        )
+    elif sample_id is None:
+        raise DivscopeError("token_trajectory: give sample_id together with prompt_id.")
+    response = (
+        lazy.filter((pl.col("prompt_id") == prompt_id) & (pl.col("sample_id") == sample_id))
+        .select("position", "n_tokens", "token", metric)
+        .sort("position")
+        .collect()
+    )
+    if response.is_empty():
+        raise DivscopeError(
+            f"token_trajectory: no response prompt_id={prompt_id!r}, sample_id={sample_id} "
+            "in the token table."
+        )
+    length = response["n_tokens"][0]
+    shown = response.head(max_tokens)
+    values = shown[metric].fill_null(0).to_numpy()
+    high = values > threshold
+    pieces = [_display_piece(token) for token in shown["token"]]
+    if ax is None:
+        lines = _wrap(pieces, _columns(DOUBLE_COLUMN - 0.4))
+        text_height = max(len(lines), 2) * LINE_HEIGHT + 0.35
+        figure, (bars, text) = panels(
+            None,
+            2,
+            rows=2,
+            width=DOUBLE_COLUMN,
+            height=2.3 + text_height,
+            gridspec_kw={"height_ratios": [2.3 - 0.6, text_height]},
+        )
+    else:
+        figure, (bars, text) = panels(ax, 2)
+        width = text.get_position().width * figure.get_figwidth()
+        lines = _wrap(pieces, _columns(width))
+    positions = shown["position"].to_numpy()
+    symbol = metric_symbol(metric)
+    bars.bar(positions, values, width=0.85, color=np.where(high, RL_COLOR, BLUE), linewidth=0)
+    bars.axhline(threshold, color=GREY, linestyle="--", linewidth=0.8)
+    for index in np.argsort(-values, kind="stable")[:label_top]:
+        if values[index] <= threshold:
+            break
+        bars.annotate(
+            pieces[index].strip() or "␣",
+            (positions[index], values[index]),
+            xytext=(0, 2),
+            textcoords="offset points",
+            ha="center",
+            va="bottom",
+            fontsize=6.5,
+        )
+    bars.set_xlim(-0.8, positions[-1] + 0.8)
+    bars.set_ylim(0, max(float(values.max()), threshold) * 1.25)
+    bars.set_xlabel("token position t in the response")
+    bars.set_ylabel(metric_label(metric))
+    handles = [
+        Patch(color=RL_COLOR, label=f"{symbol} > {threshold:g}"),
+        Patch(color=BLUE, label=f"{symbol} ≤ {threshold:g}"),
+        Line2D([], [], color=GREY, linestyle="--", linewidth=0.8, label="threshold"),
+    ]
+    bars.legend(handles=handles, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncols=3)
+    cut = f"; first {max_tokens} of {length} tokens shown" if length > max_tokens else ""
+    bars.set_title(f"prompt {prompt_id}, sample {sample_id}{cut}", loc="left")
+    _draw_text(text, lines, high)
+    text.set_title(
+        f"response text: the {int(high.sum())} tokens with {symbol} > {threshold:g} highlighted "
+        "(↵ = newline)",
+        loc="left",
+    )
+    return figure
+
+
+FONT_SIZE = 7.0
+"""Font size in points of the response text."""
+CHAR_WIDTH = 0.6 * FONT_SIZE / 72
+"""Width in inches of one monospace character (DejaVu Sans Mono advances 0.6 em)."""
+LINE_HEIGHT = 1.8 * FONT_SIZE / 72
+"""Height in inches of one line of response text."""
+
+
+def _columns(width_inches: float) -> int:
+    return max(20, int(width_inches / CHAR_WIDTH) - 1)
+
+
+def _wrap(pieces: list[str], columns: int) -> list[list[tuple[int, str, int]]]:
+    """Monospace lines of (column, piece, index of the piece), wrapping at token boundaries."""
+    lines: list[list[tuple[int, str, int]]] = [[]]
+    used = 0
+    for index, piece in enumerate(pieces):
+        if used + len(piece) > columns and lines[-1]:
+            lines.append([])
+            used = 0
+            piece = piece.lstrip()
+        lines[-1].append((used, piece, index))
+        used += len(piece)
+    return lines
+
+
+def _draw_text(axes: Axes, lines: list[list[tuple[int, str, int]]], marked: np.ndarray) -> None:
+    """Draw the wrapped response from the top left of `axes`, placed in inches so that the
+    monospace columns line up at any size; marked pieces are bold on a yellow box."""
+    axes.set_axis_off()
+    inches = axes.figure.dpi_scale_trans
+    for row, line in enumerate(lines):
+        for column, piece, index in line:
+            word = piece.lstrip()
+            if not word:
+                continue
+            offset = (column + len(piece) - len(word)) * CHAR_WIDTH
+            place = axes.transAxes + ScaledTranslation(offset, -(row + 0.5) * LINE_HEIGHT, inches)
+            is_marked = bool(marked[index])
+            box = {"facecolor": YELLOW, "edgecolor": "none", "pad": 0.8} if is_marked else None
+            axes.text(
+                0,
+                1,
+                word,
+                transform=place,
+                family="monospace",
+                fontsize=FONT_SIZE,
+                va="center",
+                ha="left",
+                bbox=box,
+                fontweight="bold" if is_marked else "normal",
+                in_layout=False,
+            )
