@@ -51,9 +51,9 @@ def _main(
 
 # Commands: one module each.
 from divscope.cli import analyze as _analyze  # noqa: E402
-from divscope.cli import generate as _generate  # noqa: E402
 from divscope.cli import calibrate as _calibrate  # noqa: E402
 from divscope.cli import cross_sample as _cross_sample  # noqa: E402
+from divscope.cli import generate as _generate  # noqa: E402
 from divscope.cli import grade as _grade  # noqa: E402
 from divscope.cli import lab as _lab  # noqa: E402
 from divscope.cli import plot as _plot  # noqa: E402

@@ -1,0 +1,86 @@
+"""`divscope generate`: sample n responses per prompt from one model, as trajectories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from divscope.cli import options
+
+
+def generate(
+    prompts: Annotated[
+        Path,
+        typer.Argument(help="Prompts: Parquet or JSONL with prompt_id and prompt or prompt_ids."),
+    ],
+    model: Annotated[
+        str, typer.Option("--model", "-m", help="The model: a local directory or a hub id.")
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Trajectories: a directory of per-prompt parts (resumable), or a .parquet / "
+            ".jsonl file assembled when all prompts are done.",
+        ),
+    ],
+    n: options.Samples = 32,
+    temperature: options.Temperature = 1.0,
+    top_p: options.TopP = 0.7,
+    max_new_tokens: options.MaxNewTokens = 8000,
+    seed: options.Seed = 0,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine", help="hf (transformers, the lockstep decoder) or vllm (divscope[vllm])."
+        ),
+    ] = "hf",
+    chat_template: Annotated[
+        bool,
+        typer.Option(
+            "--chat-template", help="Wrap each raw question in the tokenizer's chat template."
+        ),
+    ] = False,
+    batch_size: Annotated[
+        int,
+        typer.Option(
+            "--batch-size",
+            min=1,
+            help="Sequences decoded together (hf) or handed to vLLM per call; results do not "
+            "depend on it under hf.",
+        ),
+    ] = 32,
+    dtype: options.DType = "auto",
+    device: options.Device = "auto",
+    device_map: options.DeviceMap = None,
+    overwrite: options.Overwrite = False,
+) -> None:
+    """Sample --n responses per prompt of PROMPTS from --model and write trajectories to --out.
+
+    Rows carry token ids and text (prompt_ids, response_ids, prompt, response), n_tokens,
+    finished (ended with EOS) and the prompts' other columns (e.g. answer). An interrupted run
+    resumes where it stopped when rerun with the same settings.
+    """
+    from divscope.generation import GenerateConfig, Sampling
+    from divscope.generation import generate as run
+
+    sampling = Sampling(
+        n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed
+    )
+    config = GenerateConfig(
+        sampling=sampling, engine=engine, chat_template=chat_template, batch_size=batch_size
+    )
+    report = run(
+        prompts,
+        model,
+        out,
+        config,
+        dtype=dtype,
+        device=device,
+        device_map=device_map,
+        overwrite=overwrite,
+    )
+    typer.echo(report.format())

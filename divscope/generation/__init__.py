@@ -1,0 +1,27 @@
+"""`divscope generate`: sample trajectories from a model, streamed and resumable per prompt.
+
+>>> from divscope.generation import GenerateConfig, Sampling
+>>> GenerateConfig(Sampling(n=4, max_new_tokens=64)).sampling.n
+4
+"""
+
+from divscope.generation.engine import ENGINES, Engine, HFEngine, Sampled, Sampling, VLLMEngine
+from divscope.generation.pipeline import (
+    OUTPUT_COLUMNS,
+    GenerateConfig,
+    GenerateReport,
+    generate,
+)
+
+__all__ = [
+    "ENGINES",
+    "OUTPUT_COLUMNS",
+    "Engine",
+    "GenerateConfig",
+    "GenerateReport",
+    "HFEngine",
+    "Sampled",
+    "Sampling",
+    "VLLMEngine",
+    "generate",
+]
