@@ -90,7 +90,7 @@ def percentile_curve(tokens: Frame, ax: Axes | None = None, *, metric: str = "js
     result = analyses.sparsity(tokens, metric, thresholds=(), percentiles=CURVE_PERCENTILES)
     figure, (axes,) = panels(ax)
     _draw_percentile_curve(axes, result.percentiles, color=RL_COLOR)
-    marked = {q: result.percentiles[float(q)] for q in MARKED_PERCENTILES}
+    marked = {q: result.percentiles[q] for q in MARKED_PERCENTILES if q in result.percentiles}
     for q, value in marked.items():
         if value > 0:
             axes.plot([q], [value], "o", color=BLACK, markersize=3)

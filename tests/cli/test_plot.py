@@ -1,0 +1,109 @@
+"""`divscope plot`: writes what the inputs allow, names what it skipped, fails in one line."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import matplotlib
+import pytest
+from typer.testing import CliRunner
+
+from divscope.cli import app
+
+matplotlib.use("Agg")
+
+_spec = importlib.util.spec_from_file_location(
+    "figure_synthetic", Path(__file__).parents[1] / "figures" / "synthetic.py"
+)
+synthetic = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(synthetic)
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("plot")
+    paths = {
+        "tokens": root / "rl.parquet",
+        "sft": root / "sft.parquet",
+        "xs": root / "xs.parquet",
+        "step10": root / "rl-step-10.parquet",
+    }
+    synthetic.synthetic_tokens().write_parquet(paths["tokens"])
+    synthetic.synthetic_tokens(scale=0.2, seed=4).write_parquet(paths["sft"])
+    synthetic.synthetic_tokens(scale=0.1, seed=5).write_parquet(paths["step10"])
+    synthetic.synthetic_results().write_parquet(paths["xs"])
+    return paths
+
+
+def test_plot_writes_chosen_figures_and_says_what_it_skipped(tables, tmp_path):
+    out = tmp_path / "figs"
+    result = runner.invoke(
+        app,
+        [
+            "plot", str(tables["tokens"]), "--out", str(out), "--format", "png,svg",
+            "--figure", "lorenz", "--figure", "compare_sparsity", "--figure", "evolution",
+            "--figure", "cross_sampling_curves",
+            "--compare", str(tables["sft"]), "--label", "SFT", "--n-boot", "20",
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "  lorenz\n" in result.output
+    assert "evolution: skipped, needs --evolution" in result.output
+    assert "cross_sampling_curves: skipped, needs --xs" in result.output
+    assert "Wrote 2 figures (2 skipped)" in result.output
+    names = sorted(p.name for p in out.iterdir())
+    assert names == [
+        "compare_sparsity.png", "compare_sparsity.svg", "index.md", "lorenz.png", "lorenz.svg",
+    ]  # fmt: skip
+
+
+def test_plot_with_evolution_and_cross_sample(tables, tmp_path):
+    out = tmp_path / "figs"
+    result = runner.invoke(
+        app,
+        [
+            "plot", str(tables["tokens"]), "-o", str(out), "--format", "png",
+            "--figure", "evolution", "--figure", "takeover_knee",
+            "--evolution", str(tables["step10"]), "--evolution", f"100={tables['tokens']}",
+            "--xs", str(tables["xs"]), "--n-boot", "20",
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert {p.name for p in out.iterdir()} == {"evolution.png", "takeover_knee.png", "index.md"}
+
+
+@pytest.mark.parametrize(
+    "arguments,message",
+    [
+        (["--figure", "nope"], "unknown figure(s) 'nope'"),
+        (["--format", "gif"], "unknown format(s) 'gif'"),
+        (["--label", "x"], "--label given 1 times but --compare only 0 times"),
+        (["--evolution", "rl.parquet"], "cannot tell the training step"),
+    ],
+)
+def test_plot_bad_arguments_exit_2_with_one_line(tables, tmp_path, arguments, message):
+    out = tmp_path / "figs"
+    result = runner.invoke(app, ["plot", str(tables["tokens"]), "--out", str(out), *arguments])
+    assert result.exit_code == 2
+    assert message in result.output
+    assert "Traceback" not in result.output
+    assert not out.exists()
+
+
+def test_plot_refuses_an_existing_output(tables, tmp_path):
+    out = tmp_path / "figs"
+    out.mkdir()
+    (out / "keep.txt").write_text("x")
+    arguments = ["plot", str(tables["tokens"]), "--out", str(out), "--figure", "lorenz"]
+    result = runner.invoke(app, arguments)
+    assert result.exit_code == 2 and "pass --overwrite" in result.output
+    assert runner.invoke(app, [*arguments, "--overwrite"]).exit_code == 0
+    assert not (out / "keep.txt").exists()
+
+
+def test_plot_missing_table_is_one_line(tmp_path):
+    result = runner.invoke(app, ["plot", str(tmp_path / "none.parquet"), "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "no such token table" in result.output

@@ -1,0 +1,102 @@
+"""Synthetic token tables and cross-sample results for the figure and plot tests (seeded)."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from divscope.schema import OVERLAP_KS, TOKEN_TABLE
+
+WORDS = [" wait", " so", " the", " let", " we", " check", "\n", " x", " =", " 2", " but", " is"]
+
+
+def synthetic_tokens(
+    n_prompts: int = 8, n_samples: int = 4, length: int = 60, scale: float = 1.0, seed: int = 0
+) -> pl.DataFrame:
+    """A token table with sparse, early-heavy divergence; `scale` multiplies the divergence."""
+    rng = np.random.default_rng(seed)
+    responses = n_prompts * n_samples
+    lengths = rng.integers(length // 2, length + 1, responses)
+    n = int(lengths.sum())
+    response = np.repeat(np.arange(responses), lengths)
+    n_tokens = np.repeat(lengths, lengths)
+    position = np.arange(n) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    divergent = rng.random(n) < 0.2 * (1.5 - position / n_tokens)
+    js = np.where(divergent, rng.lognormal(-2.5, 1.2, n), rng.lognormal(-11, 2, n)) * scale
+    js = np.minimum(js, np.log(2))
+    js[rng.random(n) < 0.05] = 0.0
+    ranks = rng.geometric(0.5, (3, n))
+    correct = rng.random(responses) < 0.5
+    columns = {
+        "prompt_id": np.char.add("p", (response // n_samples).astype(str)),
+        "sample_id": response % n_samples,
+        "position": position,
+        "n_tokens": n_tokens,
+        "rel_position": position / n_tokens,
+        "token_id": rng.integers(0, len(WORDS), n),
+        "logp_base": -rng.exponential(1.0, n),
+        "logp_rl": -rng.exponential(1.0, n),
+        "entropy_base": rng.exponential(0.5, n) + 3 * js,
+        "entropy_rl": rng.exponential(0.4, n) + js,
+        "js": js,
+        "js_full": js * 1.1,
+        "kl_base_rl": js * 4,
+        "kl_rl_base": js * 3,
+        "ce_base_rl": js * 5 + rng.exponential(0.3, n),
+        "top1_base": rng.integers(0, 12, n),
+        "top1_rl": rng.integers(0, 12, n),
+        "rl_top1_rank_in_base": ranks[0],
+        "rl_top2_rank_in_base": ranks[1],
+        "rl_top3_rank_in_base": ranks[2],
+        "p_base_of_rl_top1": rng.beta(0.4, 2.0, n),
+        "p_top1_base": rng.uniform(0.2, 1.0, n),
+        "p_top1_rl": rng.uniform(0.2, 1.0, n),
+        **{f"overlap_{k}": np.clip(1 - js * rng.random(n) * 3, 0, 1) for k in OVERLAP_KS},
+        "nucleus_base": rng.integers(1, 12, n),
+        "nucleus_rl": rng.integers(1, 12, n),
+        "correct": np.repeat(correct, lengths),
+    }
+    frame = pl.DataFrame(columns).with_columns(
+        pl.col("token_id").replace_strict(range(len(WORDS)), WORDS).alias("token")
+    )
+    return frame.select(pl.col(name).cast(dtype) for name, dtype in TOKEN_TABLE.items())
+
+
+def synthetic_results(n_prompts: int = 12, n_samples: int = 8, seed: int = 0) -> pl.DataFrame:
+    """Cross-sample results: controls, forward/reverse/random over budgets, gated over eps."""
+    rng = np.random.default_rng(seed)
+    budgets = [0, 1, 2, 4, 8, -1]
+    settings = [("base", -1, None, 0.3, 0.0), ("rl", -1, None, 0.7, 0.0)]
+    for i, budget in enumerate(budgets):
+        gain = 1 - 0.5 ** (i + 1)
+        share = 0.002 * 2**i
+        settings += [
+            ("forward", budget, 0.05, 0.3 + 0.38 * gain, share),
+            ("reverse", budget, 0.05, 0.7 - 0.35 * gain, share),
+            ("random", budget, None, 0.3 + 0.05 * gain, share),
+        ]
+    for i, eps in enumerate([4.0, 3.0, 2.0, 1.5, 1.0, 0.5]):
+        settings.append(("gated", -1, eps, 0.3 + 0.4 * (1 - 0.4 ** (i + 1)), 0.001 * 2**i))
+    rows = []
+    for policy, budget, eps, accuracy, share in settings:
+        for p in range(n_prompts):
+            difficulty = (p - n_prompts / 2) * 0.04
+            for s in range(n_samples):
+                n_tokens = int(rng.integers(50, 150))
+                switches = int(rng.binomial(n_tokens, share))
+                rows.append(
+                    {
+                        "prompt_id": f"p{p}",
+                        "sample_id": s,
+                        "policy": policy,
+                        "budget": budget,
+                        "eps": eps,
+                        "seed": 0,
+                        "n_tokens": n_tokens,
+                        "n_switches": switches,
+                        "n_effective": switches // 2,
+                        "finished": True,
+                        "correct": bool(rng.random() < accuracy - difficulty),
+                    }
+                )
+    return pl.DataFrame(rows, infer_schema_length=None)

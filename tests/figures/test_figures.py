@@ -1,0 +1,183 @@
+"""Every figure renders (Agg) on synthetic frames, labels its axes, draws what analyses return."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from matplotlib.figure import Figure
+from synthetic import synthetic_tokens
+
+from divscope import analyses, figures
+from divscope.errors import DivscopeError
+
+TOKEN_FIGURES = [
+    "divergence_histogram", "percentile_curve", "lorenz", "positional_profile", "early_density",
+    "entropy_by_divergence", "wordclouds", "token_trajectory", "topk_overlap", "tail_promotion",
+    "rank_reordering", "token_profile", "failure_roc",
+]  # fmt: skip
+
+# Figure -> (x label, y label) fragments of its first panel: quantity and unit.
+LABELS = {
+    "divergence_histogram": ("JS divergence, top-p (nats)", "tokens (count)"),
+    "percentile_curve": ("percentile of tokens (%)", "JS divergence, top-p (nats)"),
+    "lorenz": ("tokens, least divergent first (cumulative %)", "divergence mass (cumulative %)"),
+    "positional_profile": ("relative position", "JS divergence, top-p (nats)"),
+    "early_density": ("relative position", "density (uniform = 1)"),
+    "entropy_by_divergence": ("entropy of the next-token distribution (nats)", "density (1/nat)"),
+    "token_trajectory": ("token position t", "JS divergence, top-p (nats)"),
+    "topk_overlap": ("k (size of each model's top-k set)", "shared top-k tokens (%)"),
+    "tail_promotion": ("base probability of the RL top-1 token", "positions with base p < x (%)"),
+    "rank_reordering": ("rank of the RL token under the base model", "divergent positions (%)"),
+    "token_profile": ("percentile of occurrences (%)", "JS divergence, top-p (nats)"),
+    "failure_roc": ("false-positive rate", "true-positive rate"),
+    "compare_sparsity": ("percentile of tokens (%)", "JS divergence, top-p (nats)"),
+    "evolution": ("RL training step", "JS divergence, top-p (nats)"),
+    "cross_sampling_curves": ("intervention budget", "accuracy (mean@n, %)"),
+    "takeover_knee": ("taken-over tokens (% of generated tokens)", "accuracy (mean@n, %)"),
+}
+
+
+def assert_labelled(figure: Figure) -> None:
+    """Every plotting panel names its quantity on both axes (image panels are exempt)."""
+    for axes in figure.axes:
+        if not axes.axison:
+            assert axes.get_title(loc="left"), "an axis-less panel needs a title"
+            continue
+        assert axes.get_xlabel(), f"unlabelled x axis in {axes}"
+        assert axes.get_ylabel() or axes.get_shared_y_axes().get_siblings(axes) != [axes]
+
+
+@pytest.mark.parametrize("name", list(LABELS))
+def test_figure_renders_with_labelled_axes(name, tokens, results, checkpoints, tmp_path):
+    options = {"n_boot": 50} if name in ("cross_sampling_curves", "takeover_knee") else {}
+    data = {
+        "compare_sparsity": {"rl": tokens, "sft": synthetic_tokens(scale=0.2, seed=5)},
+        "evolution": checkpoints,
+        "cross_sampling_curves": results,
+        "takeover_knee": results,
+    }.get(name, tokens)
+    figure = getattr(figures, name)(data, **options)
+    assert isinstance(figure, Figure)
+    figure.savefig(tmp_path / f"{name}.png", dpi=60)
+    assert (tmp_path / f"{name}.png").stat().st_size > 1000
+    assert_labelled(figure)
+    first = figure.axes[0]
+    x_label, y_label = LABELS[name]
+    assert x_label in first.get_xlabel()
+    assert y_label in first.get_ylabel()
+
+
+def test_wordclouds_are_titled_images(tokens):
+    figure = figures.wordclouds(tokens)
+    titles = [axes.get_title(loc="left") for axes in figure.axes]
+    assert titles[0].startswith("(a) high divergence, JS > 0.1")
+    assert titles[1].startswith("(b) low divergence, JS < 0.01")
+    assert all(axes.images for axes in figure.axes)
+
+
+def test_figures_draw_into_given_axes(tokens):
+    host = Figure()
+    single = host.add_subplot(1, 3, 1)
+    pair = [host.add_subplot(1, 3, 2), host.add_subplot(1, 3, 3)]
+    assert figures.percentile_curve(tokens, ax=single) is host
+    assert figures.entropy_by_divergence(tokens, ax=pair) is host
+    assert single.get_ylabel() and pair[1].get_xlabel()
+    with pytest.raises(DivscopeError, match="draws 2 panel"):
+        figures.tail_promotion(tokens, ax=single)
+
+
+def test_percentile_curve_draws_the_analysis_result(tokens, monkeypatch):
+    fixed = analyses.Sparsity("js", 3, 0.1, {}, {10.0: 1e-4, 50.0: 0.0, 90.0: 0.2})
+    monkeypatch.setattr(analyses, "sparsity", lambda *args, **kwargs: fixed)
+    figure = figures.percentile_curve(tokens)
+    curve = figure.axes[0].lines[0]
+    # The zero percentile cannot sit on the log axis and is left out.
+    assert curve.get_xdata().tolist() == [10.0, 90.0]
+    assert curve.get_ydata().tolist() == [1e-4, 0.2]
+
+
+def test_lorenz_draws_the_analysis_curve_and_gini(tokens):
+    result = analyses.lorenz(tokens)
+    figure = figures.lorenz(tokens)
+    curve = next(line for line in figure.axes[0].lines if "Gini" in line.get_label())
+    assert np.allclose(curve.get_ydata(), result.curve["mass_share"].to_numpy())
+    assert f"Gini = {result.gini:.3f}" in curve.get_label()
+
+
+def test_topk_overlap_lines_are_the_analysis_means(tokens):
+    overlap = analyses.topk_overlap(tokens, thresholds=(0.05,))
+    figure = figures.topk_overlap(tokens, thresholds=(0.05,))
+    (line,) = figure.axes[0].lines
+    expected = [overlap[c][0] for c in overlap.columns if c.startswith("overlap_")]
+    assert np.allclose(line.get_ydata(), expected)
+
+
+def test_sampled_figures_say_so(tokens):
+    figure = figures.entropy_by_divergence(tokens, max_samples=100, seed=7)
+    notes = " ".join(t.get_text() for axes in figure.axes for t in axes.texts)
+    assert "random sample of 100" in notes and "seed 7" in notes
+    figure = figures.tail_promotion(tokens, max_samples=50, seed=3)
+    notes = " ".join(t.get_text() for t in figure.axes[1].texts)
+    assert "random sample of 50" in notes and "seed 3" in notes
+
+
+def test_token_trajectory_marks_the_divergent_tokens(tokens):
+    key = tokens.filter(prompt_id="p1", sample_id=2).sort("position")
+    figure = figures.token_trajectory(tokens, prompt_id="p1", sample_id=2, max_tokens=500)
+    bars, text = figure.axes
+    assert "prompt p1, sample 2" in bars.get_title(loc="left")
+    n_high = int((key["js"] > 0.1).sum())
+    assert f"the {n_high} tokens with JS > 0.1" in text.get_title(loc="left")
+    boxed = [t for t in text.texts if t.get_bbox_patch() is not None]
+    assert len(boxed) == n_high
+    with pytest.raises(DivscopeError, match="no response prompt_id='nope'"):
+        figures.token_trajectory(tokens, prompt_id="nope", sample_id=0)
+
+
+def test_cross_sampling_curves_draw_only_panels_with_data(results):
+    forward_only = results.filter(pl.col("policy").is_in(["base", "rl", "forward"]))
+    figure = figures.cross_sampling_curves(forward_only, n_boot=20)
+    assert len(figure.axes) == 1
+    labels = figure.legends[0].get_texts()
+    assert {t.get_text().split(" (")[0] for t in labels} == {"base model", "RL model", "forward"}
+    ticks = [t.get_text() for t in figure.axes[0].get_xticklabels()]
+    assert ticks == ["0", "1", "2", "4", "8", "∞"]
+    with pytest.raises(DivscopeError, match="none of the policies"):
+        figures.cross_sampling_curves(results.filter(policy="base"), n_boot=5)
+
+
+def test_takeover_knee_marks_the_knee(results):
+    figure = figures.takeover_knee(results, n_boot=20)
+    labels = [line.get_label() for line in figure.axes[0].lines]
+    assert any(label.startswith("knee: ") for label in labels)
+
+
+def test_token_profile_needs_a_present_word(tokens):
+    with pytest.raises(DivscopeError, match="none of the words 'zebra'"):
+        figures.token_profile(tokens, words=("zebra",))
+
+
+STATISTICS = {
+    "mean", "median", "quantile", "percentile", "histogram", "cumsum", "std", "var", "agg",
+    "group_by", "gaussian_kde", "bincount", "top_k", "top_k_by", "auroc", "bootstrap_ci",
+}  # fmt: skip
+
+
+def test_no_statistics_in_figure_code():
+    """Figure modules call statistics only through `analyses.<name>`; everything else draws."""
+    package = Path(inspect.getfile(figures)).parent
+    for path in package.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            function = node.func
+            name = getattr(function, "attr", getattr(function, "id", ""))
+            receiver = getattr(getattr(function, "value", None), "id", None)
+            assert name not in STATISTICS or receiver == "analyses", (
+                f"{path.name}:{node.lineno} computes {name}(); add it to divscope.analyses"
+            )
