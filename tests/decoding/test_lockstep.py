@@ -1,0 +1,261 @@
+"""The lockstep decoder: KV-cache exactness, the coupled-randomness invariants, batch-size
+independence, the switch bookkeeping, and a cross-check of every policy gate against the
+teacher-forced scoring engine."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+import torch
+from conftest import make_model
+
+from divscope.decoding import DecodeConfig, Lockstep, Request, build_policy, decode
+from divscope.errors import DivscopeError
+from divscope.scoring import ScoreConfig, score_trajectories
+
+VOCAB = 44  # the tokenizer's size; the tiny models' heads have 48 rows
+EOS = [2]
+CONFIG = DecodeConfig(temperature=1.0, top_p=0.7, max_new_tokens=12, batch_size=5, seed=3)
+PROMPTS = {"a": (5, 6, 7), "b": (8,), "c": (9, 10, 11, 12, 13, 14), "d": (15, 16)}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny models decode ~10x faster on one thread than on a contended pool."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def models():
+    return {
+        "base": make_model("llama", vocab_size=48, seed=0),
+        "rl": make_model("llama", vocab_size=48, seed=1),
+        "rast_base": make_model("llama", vocab_size=48, seed=2),
+        "rast_rl": make_model("llama", vocab_size=48, seed=3),
+    }
+
+
+def _requests(budgets=(-1,), samples=3):
+    return [
+        Request(prompt_id, sample, ids, budget)
+        for budget in budgets
+        for prompt_id, ids in PROMPTS.items()
+        for sample in range(samples)
+    ]
+
+
+def _run(models, policy, requests, config=CONFIG, **params):
+    return decode(
+        models, requests, build_policy(policy, **params), config, vocab=VOCAB, eos_ids=EOS
+    )
+
+
+def _tokens(decoded):
+    return [d.response_ids for d in decoded]
+
+
+def test_kv_cached_step_logits_equal_a_full_forward_float64(models):
+    doubles = {name: models[name].double() for name in ("base", "rl")}
+    try:
+        prompts = [[5, 6, 7], [8], [9, 10, 11, 12, 13, 14]]
+        stepper = Lockstep(doubles, prompts, VOCAB, pad_id=0)
+        fed = torch.tensor([[20, 21, 22, 23], [24, 25, 26, 27], [28, 29, 30, 31]])
+        for t in range(fed.shape[1] + 1):
+            for name, model in doubles.items():
+                for i, prompt in enumerate(prompts):
+                    prefix = torch.tensor([prompt + fed[i, :t].tolist()])
+                    with torch.inference_mode():
+                        expected = model(input_ids=prefix).logits[0, -1, :VOCAB]
+                    got = stepper.logits[name][i]
+                    assert got.dtype == torch.float64
+                    torch.testing.assert_close(got, expected, rtol=0, atol=1e-10)
+            if t < fed.shape[1]:
+                stepper.advance(fed[:, t])
+    finally:
+        for name in ("base", "rl"):
+            models[name].float()
+
+
+def test_budget_zero_forward_reproduces_base_sampling(models):
+    base = _run(models, "base", _requests())
+    forward = _run(models, "forward", _requests(budgets=(0,)), eps=-1.0)
+    assert _tokens(forward) == _tokens(base)
+    assert all(d.n_switches == 0 for d in forward)
+
+
+def test_unlimited_forward_with_negative_eps_reproduces_rl_sampling(models):
+    rl = _run(models, "rl", _requests())
+    forward = _run(models, "forward", _requests(budgets=(-1,)), eps=-1.0)
+    assert _tokens(forward) == _tokens(rl)
+    assert all(d.n_switches == len(d.response_ids) for d in forward)
+    assert _tokens(rl) != _tokens(_run(models, "base", _requests()))
+
+
+def test_reverse_is_the_mirror_of_forward(models):
+    rl = _run(models, "rl", _requests())
+    base = _run(models, "base", _requests())
+    assert _tokens(_run(models, "reverse", _requests(budgets=(0,)), eps=-1.0)) == _tokens(rl)
+    assert _tokens(_run(models, "reverse", _requests(budgets=(-1,)), eps=-1.0)) == _tokens(base)
+
+
+@pytest.mark.parametrize(
+    "policy,params,same_as",
+    [
+        ("random", {"rate": 0.0}, "base"),
+        ("random", {"rate": 1.0}, "rl"),
+        ("mixture", {"alpha": 0.0}, "base"),
+        ("mixture", {"alpha": 1.0}, "rl"),
+        ("rast", {"lam": 0.0}, "base"),
+        ("gated", {"tau": 1e9, "lam": 1.0}, "base"),
+        ("gated", {"tau": -1.0, "lam": 0.0}, "rl"),
+    ],
+)
+def test_degenerate_parameters_reproduce_a_single_model(models, policy, params, same_as):
+    expected = _run(models, same_as, _requests())
+    assert _tokens(_run(models, policy, _requests(), **params)) == _tokens(expected)
+
+
+def test_rast_with_weight_steers_away_from_base(models):
+    base = _run(models, "base", _requests())
+    rast = _run(models, "rast", _requests(), lam=2.0)
+    assert _tokens(rast) != _tokens(base)
+    assert all(d.n_switches == len(d.response_ids) for d in rast)
+    assert any(d.n_effective > 0 for d in rast)
+
+
+def test_mixture_chooses_per_response(models):
+    mixed = _run(models, "mixture", _requests(samples=8), alpha=0.5)
+    chose_rl = {d.n_switches == len(d.response_ids) for d in mixed}
+    assert chose_rl == {True, False}
+    assert all(d.n_switches in (0, len(d.response_ids)) for d in mixed)
+
+
+@pytest.mark.parametrize("policy,params", [("forward", {"eps": 0.1}), ("random", {"rate": 0.3})])
+def test_results_do_not_depend_on_batch_size_or_order(models, policy, params):
+    requests = _requests(budgets=(0, 2, -1))
+    reference = _run(models, policy, requests, **params)
+    for batch_size in (1, 4, 64):
+        config = DecodeConfig(**{**CONFIG.__dict__, "batch_size": batch_size})
+        assert _run(models, policy, requests, config, **params) == reference
+    reversed_run = _run(models, policy, requests[::-1], **params)
+    assert reversed_run[::-1] == reference
+
+
+def test_switch_bookkeeping(models):
+    budgets = (0, 1, 2, 4, -1)
+    decoded = _run(models, "forward", _requests(budgets=budgets), eps=0.05)
+    for request, d in zip(_requests(budgets=budgets), decoded, strict=True):
+        assert d.n_switches == len(d.switch_positions)
+        assert request.budget < 0 or d.n_switches <= request.budget
+        assert d.n_effective <= d.n_switches
+        assert all(0 <= p < len(d.response_ids) for p in d.switch_positions)
+        assert d.finished == (d.response_ids[-1] in EOS)
+        assert d.finished or len(d.response_ids) == CONFIG.max_new_tokens
+    assert any(d.n_effective < d.n_switches for d in decoded)
+    assert any(d.n_effective > 0 for d in decoded)
+
+
+def _scored(models, requests, decoded, config=CONFIG) -> pl.DataFrame:
+    """The scoring engine's token table of the emitted sequences."""
+    from conftest import make_tokenizer
+
+    trajectories = pl.DataFrame(
+        {
+            "prompt_id": [f"{r.prompt_id}/{r.budget}" for r in requests],
+            "sample_id": pl.Series([r.sample_id for r in requests], dtype=pl.Int32),
+            "prompt_ids": [list(r.prompt_ids) for r in requests],
+            "response_ids": [d.response_ids for d in decoded],
+        }
+    )
+    parts: list[pl.DataFrame] = []
+    score_trajectories(
+        trajectories,
+        models["base"],
+        models["rl"],
+        make_tokenizer(),
+        ScoreConfig(top_p=config.top_p, temperature=config.temperature),
+        sink=parts.append,
+        progress=False,
+    )
+    return pl.concat(parts)
+
+
+def _rows(table, request):
+    key = (pl.col("prompt_id") == f"{request.prompt_id}/{request.budget}") & (
+        pl.col("sample_id") == request.sample_id
+    )
+    return table.filter(key).sort("position")
+
+
+@pytest.mark.parametrize("temperature,top_p,eps", [(1.0, 0.7, 0.22), (0.7, 0.9, 0.08)])
+def test_forward_switches_exactly_where_the_scoring_engine_sees_js_above_eps(
+    models, temperature, top_p, eps
+):
+    """eps near the median JS of these models at each setting, so both cases occur."""
+    config = DecodeConfig(temperature=temperature, top_p=top_p, max_new_tokens=12, batch_size=7)
+    tolerance = 1e-5
+    requests = _requests(budgets=(3, -1))
+    decoded = _run(models, "forward", requests, config, eps=eps)
+    table = _scored(models, requests, decoded, config)
+    checked_switches = checked_others = 0
+    for request, d in zip(requests, decoded, strict=True):
+        js = _rows(table, request)["js"].to_list()
+        assert len(js) == len(d.response_ids)
+        exhausted = request.budget >= 0 and d.n_switches == request.budget
+        horizon = d.switch_positions[-1] if exhausted else len(js) - 1
+        for position in range(horizon + 1):
+            if position in d.switch_positions:
+                assert js[position] > eps - tolerance
+                checked_switches += 1
+            else:
+                assert js[position] <= eps + tolerance
+                checked_others += 1
+    assert checked_switches > 10 and checked_others > 10
+
+
+def test_rl_replace_emits_the_rl_argmax_at_every_disagreement(models):
+    requests = _requests()
+    decoded = _run(models, "rl-replace", requests)
+    table = _scored(models, requests, decoded)
+    disagreements = 0
+    for request, d in zip(requests, decoded, strict=True):
+        rows = _rows(table, request)
+        disagree = (rows["top1_base"] != rows["top1_rl"]).to_list()
+        assert d.switch_positions == [p for p, flag in enumerate(disagree) if flag]
+        for position in d.switch_positions:
+            assert d.response_ids[position] == rows["top1_rl"][position]
+        disagreements += sum(disagree)
+    assert disagreements > 10
+
+
+@pytest.mark.parametrize("policy,column", [("gated", "ce_base_rl"), ("entropy", "entropy_base")])
+def test_dual_gate_matches_its_definition_on_scored_sequences(models, policy, column):
+    requests = _requests()
+    window, lam = 3, 1.05
+    scores = _scored(models, requests, _run(models, "base", requests))[column]
+    tau = float(scores.quantile(0.5))
+    decoded = _run(models, policy, requests, tau=tau, lam=lam, window=window)
+    table = _scored(models, requests, decoded)
+    for request, d in zip(requests, decoded, strict=True):
+        s = _rows(table, request)[column].to_list()
+        for t, value in enumerate(s):
+            previous = s[max(0, t - window) : t]
+            threshold = max(tau, lam * sum(previous) / len(previous) if previous else tau)
+            if abs(value - threshold) < 1e-4:
+                continue  # too close to call across float32 paths
+            assert (t in d.switch_positions) == (value > threshold)
+
+
+def test_prompt_plus_length_beyond_context_is_refused(models):
+    config = DecodeConfig(max_new_tokens=60)
+    with pytest.raises(DivscopeError, match="context of 64.*--max-new-tokens"):
+        _run(models, "base", _requests(), config)
+
+
+def test_missing_model_is_refused(models):
+    with pytest.raises(DivscopeError, match="needs the model"):
+        decode({"base": models["base"]}, _requests(), build_policy("forward", eps=0.1),
+               CONFIG, vocab=VOCAB, eos_ids=EOS)  # fmt: skip
