@@ -43,8 +43,11 @@ class ScoreConfig:
     """Temperature dividing the logits before top-p, for `js` and `nucleus_*` (--temperature)."""
     batch_tokens: int = 16384
     """Padded tokens per forward batch (--batch-tokens); a longer sequence runs alone."""
-    chunk_rows: int = 64
-    """Response positions per output-head chunk (--chunk-rows); bounds the [rows, V] buffers."""
+    chunk_rows: int | None = None
+    """Response positions per output-head chunk (--chunk-rows); bounds the [rows, V] buffers.
+    None: as many as keep one float32 [rows, V] buffer within 24 MiB on CPU (the allocator
+    then reuses its heap; larger buffers are fresh mappings whose page faults dominate the
+    time) or 256 MiB on a GPU."""
     window: int = 1024
     """Width of the sorted top-K window for top-p, top-k and ranks (--window)."""
 
@@ -52,7 +55,7 @@ class ScoreConfig:
         _ = self.stats  # validates top_p, temperature, window
         if self.batch_tokens < 1:
             raise DivscopeError(f"--batch-tokens must be >= 1, got {self.batch_tokens}.")
-        if self.chunk_rows < 1:
+        if self.chunk_rows is not None and self.chunk_rows < 1:
             raise DivscopeError(f"--chunk-rows must be >= 1, got {self.chunk_rows}.")
 
     @property
@@ -240,6 +243,8 @@ def _scored_batches(
     """Yield (token-table frame, full-sort rows) per batch."""
     pieces = _TokenPieces(tokenizer)
     stats_config = config.stats
+    device = _Head(base, plan.vocab).device
+    chunk_rows = config.chunk_rows or _auto_chunk_rows(plan.vocab, device)
     for batch in plan.batches:
         batch = sorted(batch)  # input order within the batch
         prompts = [plan.prompts[i] for i in batch]
@@ -253,8 +258,8 @@ def _scored_batches(
             )  # [N]
             columns: dict[str, list[Tensor]] = {}
             fallbacks = 0
-            for lo in range(0, token_ids.numel(), config.chunk_rows):
-                rows = slice(lo, lo + config.chunk_rows)
+            for lo in range(0, token_ids.numel(), chunk_rows):
+                rows = slice(lo, lo + chunk_rows)
                 logits_b = head_b(hidden_b[rows])  # [c, V] float32
                 logits_r = head_r(hidden_r[rows]).to(logits_b.device)  # [c, V] float32
                 stats = pair_stats(logits_b, logits_r, token_ids[rows], stats_config)
@@ -262,6 +267,11 @@ def _scored_batches(
                 for name, value in stats.columns().items():
                     columns.setdefault(name, []).append(value.cpu())
         yield _batch_frame(plan, batch, responses, columns, pieces), fallbacks
+
+
+def _auto_chunk_rows(vocab: int, device: torch.device) -> int:
+    budget = (256 if device.type == "cuda" else 24) * 2**20  # bytes per [rows, V] buffer
+    return max(1, budget // (4 * vocab))
 
 
 def _response_hidden(model, prompts: list[list[int]], responses: list[list[int]]) -> Tensor:

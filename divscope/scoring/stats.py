@@ -5,10 +5,11 @@ tokenizer's vocabulary) and returns every per-position column of the token table
 float32 exactly as the README's "Definitions" state. It is shared by the teacher-forced engine
 (row chunks of a batch) and the lockstep decoder (one row per sequence and step).
 
-Top-p, top-k and ranks never sort the vocabulary: they read a sorted top-K window (`window`),
-which is exact for every position whose probability is strictly above the window's last one;
-rows that need more than that (a nucleus wider than the window, or a tie group cut by the
-window's edge) are redone with an exact full sort and counted in `PairStats.fallback_rows`.
+Top-p, top-k and ranks never sort the vocabulary: they read a sorted top-K window, which is
+exact for every position whose probability is strictly above the window's last one. Rows that
+need more (a nucleus wider than the window, or a tie group cut by the window's edge) are redone
+with a wider window (64, then `window`), and finally with an exact full sort, counted in
+`PairStats.fallback_rows`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from divscope.schema import OVERLAP_KS
 # Largest k of the top-k statistics: the RL model's top-3 tokens and the overlap_k columns.
 _KMAX = max(3, *OVERLAP_KS)
 _FLOAT_MAX = torch.finfo(torch.float32).max
+# Width of the first, narrow window (above the largest top-k, 50).
+_FIRST_WINDOW = 64
+LN2 = math.log(2.0)
 
 
 @dataclass(frozen=True)
@@ -35,7 +39,8 @@ class StatsConfig:
     temperature: float = 1.0
     """Temperature dividing the logits before top-p, for `js` and `nucleus_*` only."""
     window: int = 1024
-    """Width K of the sorted top-K window; wider rows fall back to an exact full sort."""
+    """Width K of the widest sorted top-K window (after a first one of 64); rows whose nucleus
+    or top-k does not fit fall back to an exact full sort."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.top_p <= 1.0:
@@ -190,13 +195,8 @@ def _full_nucleus(probs: Tensor) -> Nucleus:
     )
 
 
-def _xlogy_sum(p: Tensor, log_q: Tensor) -> Tensor:
-    """Σ p·log q over the last axis with 0·log q = 0 (no ε smoothing)."""
-    return torch.where(p > 0, p * log_q, 0.0).sum(-1)
-
-
 def _kl_to_mixture(p: Tensor, q: Tensor) -> Tensor:
-    """Σ p·log(p/m), m = (p + q)/2, over the last axis, 0 where p = 0.
+    """Σ p·log(p/m), m = (p + q)/2, over the last axis, 0 where p = 0 (for narrow windows).
 
     Written as −p·log1p((q − p)/(2p)): exactly 0 where q = p and accurate where they are
     close (where JS is near zero); the clamp keeps a tiny p under a large q finite.
@@ -205,9 +205,48 @@ def _kl_to_mixture(p: Tensor, q: Tensor) -> Tensor:
     return torch.where(p > 0, -p * torch.log1p(ratio), 0.0).sum(-1)
 
 
-def _js_dense(p: Tensor, q: Tensor) -> Tensor:
-    """JS(P, Q) in nats of full distributions `[n, V]`; >= 0 (rounding cannot make it negative)."""
-    return (0.5 * (_kl_to_mixture(p, q) + _kl_to_mixture(q, p))).clamp_min(0.0)
+@dataclass(frozen=True)
+class _Dense:
+    """The full-distribution statistics of a pair of rows `[n, V]` (each `[n]`)."""
+
+    entropy_p: Tensor
+    entropy_q: Tensor
+    kl_p_q: Tensor
+    kl_q_p: Tensor
+    js: Tensor
+
+
+def _dense(log_p: Tensor, log_q: Tensor, p: Tensor, q: Tensor) -> _Dense:
+    """Entropies, both KLs and JS of full distributions, with few passes over `[n, V]`.
+
+    Memory-bound: one scratch buffer serves every row dot product Σ a·b, and JS reuses
+    log(q/p): with L = log(m/p) = softplus(log q/p) − ln 2,
+    JS = ½Σ p·log(p/m) + ½Σ q·log(q/m) = ½ KL(q‖p) − ½Σ (p + q)·L, exactly 0 where q = p.
+    """
+    scratch = torch.empty_like(p)  # [n, V]
+
+    def dot(a: Tensor, b: Tensor) -> Tensor:
+        return torch.mul(a, b, out=scratch).sum(-1)
+
+    log_ratio = log_q - log_p  # [n, V], log(q/p)
+    kl_p_q = -dot(p, log_ratio)
+    kl_q_p = dot(q, log_ratio)
+    half_log = torch.nn.functional.softplus(log_ratio).sub_(LN2)  # [n, V], log(m/p)
+    js = 0.5 * (kl_q_p - dot(p, half_log) - dot(q, half_log))
+    # KL, JS >= 0: clamp what rounding leaves of nearly identical rows.
+    return _Dense(
+        entropy_p=-dot(p, log_p),
+        entropy_q=-dot(q, log_q),
+        kl_p_q=kl_p_q.clamp_min(0.0),
+        kl_q_p=kl_q_p.clamp_min(0.0),
+        js=js.clamp_min(0.0),
+    )
+
+
+def _log_softmax(logits: Tensor) -> Tensor:
+    """float32 log-probabilities `[n, V]`; −inf logits become the most negative float so that
+    0·log 0 = 0 in the row dot products (such tokens must be masked in both models)."""
+    return torch.log_softmax(logits.float(), dim=-1).clamp_(min=-_FLOAT_MAX)
 
 
 def pair_stats(
@@ -235,33 +274,39 @@ def pair_stats(
         )
     if vocab < 3:
         raise ValueError(f"vocabulary of {vocab} tokens; the rank columns need at least 3.")
-    logits_base, logits_rl = logits_base.float(), logits_rl.float()
-    log_pb = torch.log_softmax(logits_base, dim=-1)  # [n, V]
-    log_pr = torch.log_softmax(logits_rl, dim=-1)  # [n, V]
+    log_pb, log_pr = _log_softmax(logits_base), _log_softmax(logits_rl)  # [n, V]
     pb, pr = log_pb.exp(), log_pr.exp()  # [n, V]
+    dense = _dense(log_pb, log_pr, pb, pr)
 
-    entropy_base = -_xlogy_sum(pb, log_pb)
-    entropy_rl = -_xlogy_sum(pr, log_pr)
-    ce_base_rl = -_xlogy_sum(pb, log_pr)
-    # KL >= 0: clamp the rounding of nearly identical rows.
-    kl_base_rl = _xlogy_sum(pb, log_pb - log_pr).clamp_min(0.0)
-    kl_rl_base = _xlogy_sum(pr, log_pr - log_pb).clamp_min(0.0)
-    js_full = _js_dense(pb, pr)
+    tb = tr = None  # tempered probabilities, when temperature != 1
+    if config.temperature != 1.0:
+        tb = torch.softmax(logits_base.float() / config.temperature, dim=-1)  # [n, V]
+        tr = torch.softmax(logits_rl.float() / config.temperature, dim=-1)  # [n, V]
 
-    if config.temperature == 1.0:
-        tb, tr = pb, pr
-    else:
-        tb = torch.softmax(logits_base / config.temperature, dim=-1)  # [n, V]
-        tr = torch.softmax(logits_rl / config.temperature, dim=-1)  # [n, V]
-
+    # Windows tried in turn, each for the rows the previous one could not settle: a narrow one
+    # (cheap to select and sort) fits most rows, `window` most of the rest, a full sort all.
     # At least 3 wide: the RL model's top-3 tokens come from its window.
-    ranked = _ranked_stats(pb, pr, tb, tr, config, min(max(config.window, 3), vocab))
-    exact = ranked.pop("exact")
-    redo = (~exact).nonzero().squeeze(-1)
-    if redo.numel():
-        full = _ranked_stats(pb[redo], pr[redo], tb[redo], tr[redo], config, vocab)
+    widths = sorted({min(max(w, 3), vocab) for w in (_FIRST_WINDOW, config.window, vocab)})
+    ranked = _ranked_stats(pb, pr, tb, tr, config, widths[0])
+    redo = ~ranked.pop("exact")  # [n]
+    fallback_rows = 0
+    for width in widths[1:]:
+        rows = redo.nonzero().squeeze(-1)
+        if not rows.numel():
+            break
+        fallback_rows = rows.numel() if width > config.window else 0  # past every window
+        sub_t = (None, None) if tb is None else (tb[rows], tr[rows])
+        part = _ranked_stats(pb[rows], pr[rows], *sub_t, config, width)
+        redo[rows] = ~part.pop("exact")
         for name, value in ranked.items():
-            value[redo] = full[name]
+            value[rows] = part[name]
+    if config.top_p >= 1.0:  # the nuclei are the supports: JS of the full tempered rows
+        js = dense.js
+        if tb is not None:
+            log_tb = _log_softmax(logits_base / config.temperature)
+            log_tr = _log_softmax(logits_rl / config.temperature)
+            js = _dense(log_tb, log_tr, tb, tr).js
+        ranked["js"] = js
 
     if token_ids is not None:
         token_ids = token_ids.to(device=pb.device, dtype=torch.int64)[:, None]
@@ -272,42 +317,51 @@ def pair_stats(
     return PairStats(
         logp_base=logp_base,
         logp_rl=logp_rl,
-        entropy_base=entropy_base,
-        entropy_rl=entropy_rl,
-        js_full=js_full,
-        kl_base_rl=kl_base_rl,
-        kl_rl_base=kl_rl_base,
-        ce_base_rl=ce_base_rl,
-        fallback_rows=int(redo.numel()),
+        entropy_base=dense.entropy_p,
+        entropy_rl=dense.entropy_q,
+        js_full=dense.js,
+        kl_base_rl=dense.kl_p_q,
+        kl_rl_base=dense.kl_q_p,
+        ce_base_rl=dense.entropy_p + dense.kl_p_q,  # −Σ p_b log p_r = H(p_b) + KL(p_b‖p_r)
+        fallback_rows=fallback_rows,
         **ranked,
     )
 
 
 def _ranked_stats(
-    pb: Tensor, pr: Tensor, tb: Tensor, tr: Tensor, config: StatsConfig, width: int
+    pb: Tensor,
+    pr: Tensor,
+    tb: Tensor | None,
+    tr: Tensor | None,
+    config: StatsConfig,
+    width: int,
 ) -> dict[str, Tensor]:
     """The order-based columns from sorted windows of `width`, plus `exact` `[n]`: rows whose
-    windows held everything they needed (always true when width >= V)."""
+    windows held everything they needed (always true when width >= V). `tb`, `tr` are the
+    tempered probabilities for top-p, None when they are `pb`, `pr` (temperature 1)."""
     vocab = pb.shape[-1]
     kmax = min(_KMAX, vocab)
     b_ids, b_probs = sorted_window(pb, width)  # [n, K]
     r_ids, r_probs = sorted_window(pr, width)  # [n, K]
     exact = window_exact(b_probs, kmax, vocab) & window_exact(r_probs, kmax, vocab)
 
-    # The top-p nuclei at the configured temperature, and the JS of the truncated distributions.
+    # The top-p nuclei at the configured temperature, and the JS of the truncated distributions
+    # (with top_p = 1, the caller's JS of the full rows).
+    out: dict[str, Tensor] = {}
+    tb, tr = (pb, pr) if tb is None else (tb, tr)
     if config.top_p >= 1.0:
-        nb, nr = _full_nucleus(tb), _full_nucleus(tr)
-        js = _js_dense(tb, tr)
+        nucleus_base, nucleus_rl = (tb > 0).sum(-1), (tr > 0).sum(-1)
     else:
         tb_ids, tb_probs = (b_ids, b_probs) if tb is pb else sorted_window(tb, width)
         tr_ids, tr_probs = (r_ids, r_probs) if tr is pr else sorted_window(tr, width)
         nb = window_nucleus(tb_ids, tb_probs, config.top_p)
         nr = window_nucleus(tr_ids, tr_probs, config.top_p)
         exact &= window_exact(tb_probs, nb.size, vocab) & window_exact(tr_probs, nr.size, vocab)
-        js = 0.5 * (
+        out["js"] = 0.5 * (
             _truncated_kl_to_mixture(tb_ids, tb_probs, nb, tr, nr)
             + _truncated_kl_to_mixture(tr_ids, tr_probs, nr, tb, nb)
         ).clamp_min(0.0)
+        nucleus_base, nucleus_rl = nb.size, nr.size
 
     # Ranks under p_b of the RL model's top-3, by counting: from the base window when the
     # token's probability is above the window's edge (all larger ones are inside), else the row.
@@ -326,7 +380,7 @@ def _ranked_stats(
         dim=-1,
     ).float()  # [n, len(OVERLAP_KS)]
     return {
-        "js": js,
+        **out,
         "top1_base": b_ids[:, 0],
         "top1_rl": r_ids[:, 0],
         "rl_top_rank_in_base": rank,
@@ -334,8 +388,8 @@ def _ranked_stats(
         "p_top1_base": b_probs[:, 0],
         "p_top1_rl": r_probs[:, 0],
         "overlap": overlap,
-        "nucleus_base": nb.size,
-        "nucleus_rl": nr.size,
+        "nucleus_base": nucleus_base,
+        "nucleus_rl": nucleus_rl,
         "exact": exact,
     }
 
@@ -352,3 +406,69 @@ def _truncated_kl_to_mixture(
         other_nucleus.contains(ids, other_p), other_p / other_nucleus.mass[:, None], 0.0
     )  # [n, K]
     return _kl_to_mixture(q, q_other)
+
+
+# ---------------------------------------------------------------- the lockstep decoder's subset
+
+
+@dataclass(frozen=True)
+class Truncated:
+    """A top-p truncated distribution per row, read from a sorted window that holds its nucleus.
+
+    The same window and nucleus `pair_stats` computes for `js` and `nucleus_*`; the lockstep
+    decoder samples from it and takes the JS of two of them (`truncated_js`).
+    """
+
+    ids: Tensor  # [n, K] int64, token ids in (prob desc, id asc) order
+    sorted_probs: Tensor  # [n, K] float32, their (tempered, untruncated) probabilities
+    probs: Tensor  # [n, V] float32, the whole tempered distribution
+    nucleus: Nucleus
+
+
+def truncate(logits: Tensor, config: StatsConfig) -> Truncated:
+    """The top-p truncated distribution of each row of `logits` (`[n, V]`) at the configured
+    temperature, exact: when a row's nucleus does not fit the window, every row is redone with
+    a full sort. Probabilities are computed as `pair_stats` computes them.
+
+    >>> t = truncate(torch.tensor([[0.0, 1.0, 0.0]]), StatsConfig(top_p=0.5))
+    >>> t.ids[0, : int(t.nucleus.size[0])].tolist()
+    [1]
+    """
+    vocab = logits.shape[-1]
+    if config.temperature == 1.0:
+        probs = _log_softmax(logits).exp()  # [n, V]
+    else:
+        probs = torch.softmax(logits.float() / config.temperature, dim=-1)  # [n, V]
+    if config.top_p >= 1.0:  # every token of non-zero probability
+        ids, sorted_probs = sorted_window(probs, vocab)  # [n, V]
+        nucleus = _full_nucleus(probs)
+        return Truncated(ids=ids, sorted_probs=sorted_probs, probs=probs, nucleus=nucleus)
+    width = min(max(config.window, 3), vocab)
+    ids, sorted_probs = sorted_window(probs, width)  # [n, K]
+    nucleus = window_nucleus(ids, sorted_probs, config.top_p)
+    if not bool(window_exact(sorted_probs, nucleus.size, vocab).all()):
+        ids, sorted_probs = sorted_window(probs, vocab)  # [n, V]
+        nucleus = window_nucleus(ids, sorted_probs, config.top_p)
+    return Truncated(ids=ids, sorted_probs=sorted_probs, probs=probs, nucleus=nucleus)
+
+
+def truncated_js(base: Truncated, rl: Truncated) -> Tensor:
+    """JS divergence `[n]` of two truncated, renormalized distributions: the token table's `js`."""
+    return 0.5 * (
+        _truncated_kl_to_mixture(base.ids, base.sorted_probs, base.nucleus, rl.probs, rl.nucleus)
+        + _truncated_kl_to_mixture(rl.ids, rl.sorted_probs, rl.nucleus, base.probs, base.nucleus)
+    ).clamp_min(0.0)
+
+
+def entropy_and_cross_entropy(logits_base: Tensor, logits_rl: Tensor) -> tuple[Tensor, Tensor]:
+    """`entropy_base` and `ce_base_rl` (`[n]` each, full distributions, T=1) as `pair_stats`
+    computes them."""
+    log_pb, log_pr = _log_softmax(logits_base), _log_softmax(logits_rl)  # [n, V]
+    dense = _dense(log_pb, log_pr, log_pb.exp(), log_pr.exp())
+    return dense.entropy_p, dense.entropy_p + dense.kl_p_q
+
+
+def top1(logits: Tensor) -> Tensor:
+    """The most probable token `[n]` of the T=1 distribution, ties to the lowest id: the token
+    table's `top1_*`."""
+    return _log_softmax(logits).exp().argmax(-1)

@@ -1,0 +1,315 @@
+"""Benchmark: divscope's scoring engine vs the naive per-sequence path, whole process each.
+
+    python bench/score.py                      # lengths 512 1024 2048 4096; naive at 512 1024
+    python bench/score.py --lengths 512 --naive-lengths 512
+
+A tiny Qwen2 pair with a real-size vocabulary (151,936) is built once in a temporary
+directory. Every measurement is a fresh subprocess (`--child`) that loads the models, scores
+one trajectory (a 64-token prompt and a response of the given length) and writes a Parquet
+table, so wall time and peak RSS (from `os.wait4`) cover the whole process. Three children:
+
+- `engine`: `divscope.scoring.score_trajectories` streaming into `TokenTableWriter`;
+- `naive`:  the way public scripts do it (below): per sequence, the full `[T, V]` float32
+  softmax of both models, a full sort per model for top-p, full sorts for ranks and top-k,
+  every statistic computed separately;
+- `forward`: two bare forward passes that only produce the logits (the floor).
+
+The naive path needs about 12 GB at 1,024 tokens and cannot fit 4,096 in 24 GB, so it runs
+only at `--naive-lengths`. Results are printed as a table of ratios measured in this run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+VOCAB = 151_936
+PROMPT = 64
+TOP_P = 0.7
+SEED = 0
+
+
+# ---------------------------------------------------------------- the tiny model pair
+
+
+def build_pair(root: Path, vocab: int, logit_scale: float) -> None:
+    """Save base/, rl/ (a perturbed copy) and a word-level tokenizer of `vocab` tokens."""
+    import torch
+    from tokenizers import Tokenizer, models
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen2Config
+
+    config = Qwen2Config(
+        vocab_size=vocab,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=8192,
+        tie_word_embeddings=False,
+    )
+    torch.manual_seed(SEED)
+    base = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+    with torch.no_grad():
+        # Spread the random head's logits over several nats, as a trained model's are, so
+        # that nuclei are tens of tokens rather than most of the vocabulary.
+        base.get_output_embeddings().weight.mul_(logit_scale)
+    rl = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+    rl.load_state_dict(base.state_dict())
+    generator = torch.Generator().manual_seed(SEED + 1)
+    with torch.no_grad():
+        for parameter in rl.parameters():
+            noise = torch.randn(parameter.shape, generator=generator)
+            parameter.add_(0.3 * parameter.std() * noise)
+    # The last id is Qwen2's <|endoftext|>, which its tokenizer class would otherwise add.
+    words = {f"t{i}": i for i in range(vocab - 1)} | {"<|endoftext|>": vocab - 1}
+    backend = Tokenizer(models.WordLevel(words, unk_token="t0"))
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, unk_token="t0", eos_token="<|endoftext|>"
+    )
+    for name, model in (("base", base), ("rl", rl)):
+        model.save_pretrained(root / name)
+        tokenizer.save_pretrained(root / name)
+
+
+def trajectory(length: int, vocab: int):
+    """One trajectory: a 64-token prompt and a response of `length` tokens (fixed seed)."""
+    import polars as pl
+    import torch
+
+    generator = torch.Generator().manual_seed(SEED + length)
+    ids = torch.randint(0, vocab, (PROMPT + length,), generator=generator).tolist()
+    return pl.DataFrame(
+        {
+            "prompt_id": ["bench"],
+            "sample_id": [0],
+            "prompt_ids": [ids[:PROMPT]],
+            "response_ids": [ids[PROMPT:]],
+        }
+    )
+
+
+# ---------------------------------------------------------------- the naive path
+
+
+def naive_stats(lb, lr, tokens, top_p: float, temperature: float = 1.0) -> dict:
+    """Peers' way: full [T, V] softmaxes, full sorts, every statistic on its own."""
+    import torch
+
+    pb, pr = torch.softmax(lb, -1), torch.softmax(lr, -1)
+    log_pb, log_pr = torch.log_softmax(lb, -1), torch.log_softmax(lr, -1)
+    out = {
+        "logp_base": log_pb.gather(-1, tokens[:, None])[:, 0],
+        "logp_rl": log_pr.gather(-1, tokens[:, None])[:, 0],
+        "entropy_base": -(pb * log_pb).nan_to_num().sum(-1),
+        "entropy_rl": -(pr * log_pr).nan_to_num().sum(-1),
+        "kl_base_rl": (pb * (log_pb - log_pr)).nan_to_num().sum(-1),
+        "kl_rl_base": (pr * (log_pr - log_pb)).nan_to_num().sum(-1),
+        "ce_base_rl": -(pb * log_pr).nan_to_num().sum(-1),
+    }
+
+    def js(p, q):
+        log_m = torch.log(0.5 * (p + q))
+        kl_pm = (p * (torch.log(p) - log_m)).nan_to_num().sum(-1)
+        kl_qm = (q * (torch.log(q) - log_m)).nan_to_num().sum(-1)
+        return 0.5 * kl_pm + 0.5 * kl_qm
+
+    def top_p_renormalized(logits):
+        probs = torch.softmax(logits / temperature, -1)
+        sorted_probs, order = torch.sort(probs, descending=True)
+        remove = sorted_probs.cumsum(-1) - sorted_probs >= top_p
+        kept = sorted_probs.masked_fill(remove, 0.0)
+        truncated = torch.zeros_like(probs).scatter(-1, order, kept)
+        return truncated / truncated.sum(-1, keepdim=True), (~remove).sum(-1)
+
+    qb, out["nucleus_base"] = top_p_renormalized(lb)
+    qr, out["nucleus_rl"] = top_p_renormalized(lr)
+    out["js"] = js(qb, qr)
+    out["js_full"] = js(pb, pr)
+    out["top1_base"], out["top1_rl"] = pb.argmax(-1), pr.argmax(-1)
+    out["p_top1_base"], out["p_top1_rl"] = pb.max(-1).values, pr.max(-1).values
+    order_b = torch.argsort(pb, -1, descending=True)
+    order_r = torch.argsort(pr, -1, descending=True)
+    rank_b = torch.empty_like(order_b).scatter_(
+        -1, order_b, torch.arange(pb.shape[-1]).expand_as(order_b)
+    )
+    for k in (1, 2, 3):
+        out[f"rl_top{k}_rank_in_base"] = rank_b.gather(-1, order_r[:, k - 1 : k])[:, 0] + 1
+    out["p_base_of_rl_top1"] = pb.gather(-1, order_r[:, :1])[:, 0]
+    for k in (1, 2, 3, 4, 5, 10, 20, 50):
+        hits = torch.isin
+        out[f"overlap_{k}"] = torch.stack(
+            [hits(order_b[t, :k], order_r[t, :k]).sum() / k for t in range(pb.shape[0])]
+        )
+    return out
+
+
+# ---------------------------------------------------------------- children
+
+
+def child(mode: str, root: Path, length: int, out: Path) -> None:
+    import polars as pl
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    frame = trajectory(length, VOCAB)
+    if mode == "engine":
+        from divscope.io import TokenTableWriter
+        from divscope.models import load_model, load_tokenizer
+        from divscope.scoring import ScoreConfig, score_trajectories
+
+        base = load_model(str(root / "base"), dtype="float32", device="cpu")
+        rl = load_model(str(root / "rl"), dtype="float32", device="cpu")
+        tokenizer = load_tokenizer(str(root / "base"))
+        with TokenTableWriter(out, {"bench": True}, overwrite=True) as writer:
+            summary = score_trajectories(
+                frame, base, rl, tokenizer, ScoreConfig(top_p=TOP_P), sink=writer.write
+            )
+        extra = {"fallback_rows": summary.fallback_rows, "tokens": summary.tokens}
+    else:
+        load = dict(dtype=torch.float32)
+        base = AutoModelForCausalLM.from_pretrained(root / "base", **load).eval()
+        rl = AutoModelForCausalLM.from_pretrained(root / "rl", **load).eval()
+        tokenizer = AutoTokenizer.from_pretrained(root / "base")
+        vocab = len(tokenizer)
+        rows = []
+        with torch.no_grad():
+            for traj in frame.iter_rows(named=True):
+                ids = torch.tensor([traj["prompt_ids"] + traj["response_ids"]])
+                logits_b = base(ids).logits[0]  # [P+T, V_head]
+                logits_r = rl(ids).logits[0]
+                if mode == "forward":
+                    continue
+                start, n = len(traj["prompt_ids"]) - 1, len(traj["response_ids"])
+                lb = logits_b[start : start + n, :vocab].float()
+                lr = logits_r[start : start + n, :vocab].float()
+                tokens = torch.tensor(traj["response_ids"])
+                stats = naive_stats(lb, lr, tokens, TOP_P)
+                table = {k: v.numpy() for k, v in stats.items()}
+                table.update(position=range(n), token_id=traj["response_ids"])
+                rows.append(pl.DataFrame(table).with_columns(prompt_id=pl.lit(traj["prompt_id"])))
+        if rows:
+            pl.concat(rows).write_parquet(out)
+        extra = {}
+    print(json.dumps(extra))
+
+
+# ---------------------------------------------------------------- parent
+
+
+def run_child(mode: str, root: Path, length: int, out: Path) -> dict:
+    command = [sys.executable, __file__, "--child", mode, "--root", str(root)]
+    command += ["--length", str(length), "--out", str(out)]
+    start = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - start
+    stdout = process.stdout.read().decode() if process.stdout else ""
+    if status != 0:
+        raise SystemExit(f"{mode} at {length} tokens failed (status {status}): {stdout}")
+    peak_mib = usage.ru_maxrss / 1024  # Linux reports KiB
+    return {"seconds": seconds, "peak_mib": peak_mib, **json.loads(stdout.strip().splitlines()[-1])}
+
+
+def agreement(engine_path: Path, naive_path: Path) -> str:
+    import polars as pl
+
+    engine = pl.read_parquet(engine_path).sort("position")
+    naive = pl.read_parquet(naive_path).sort("position")
+    worst = {
+        c: float((engine[c].cast(pl.Float64) - naive[c].cast(pl.Float64)).abs().max())
+        for c in ("logp_base", "entropy_base", "js_full", "kl_base_rl", "ce_base_rl", "js")
+    }
+    same = {c: float((engine[c] == naive[c]).mean()) for c in ("top1_base", "nucleus_base")}
+    return (
+        "engine vs naive: max |Δ| "
+        + ", ".join(f"{c} {v:.1e}" for c, v in worst.items())
+        + "; equal "
+        + ", ".join(f"{c} {v:.1%}" for c, v in same.items())
+    )
+
+
+def distributions(path: Path, results: dict) -> str:
+    """What the bench's distributions look like (a trained model's are usually more peaked)."""
+    import polars as pl
+
+    table = pl.read_parquet(path)
+    fallback = sum(r.get("fallback_rows", 0) for r in results.values())
+    tokens = sum(r.get("tokens", 0) for r in results.values())
+    return (
+        f"distributions: median entropy {table['entropy_base'].median():.2f} nats, median "
+        f"nucleus {table['nucleus_base'].median():.0f} tokens (max {table['nucleus_base'].max()}), "
+        f"full-sort fallback rows {fallback} of {tokens} engine tokens"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[512, 1024, 2048, 4096])
+    parser.add_argument("--naive-lengths", type=int, nargs="+", default=[512, 1024])
+    parser.add_argument("--logit-scale", type=float, default=30.0)
+    parser.add_argument("--child", choices=["engine", "naive", "forward"])
+    parser.add_argument("--root", type=Path)
+    parser.add_argument("--length", type=int)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.root, args.length, args.out)
+        return
+
+    with tempfile.TemporaryDirectory(prefix="divscope-bench-") as tmp:
+        root = Path(tmp)
+        build_pair(root, VOCAB, args.logit_scale)
+        print(f"tiny Qwen2 pair, vocabulary {VOCAB:,}, prompt {PROMPT}, top-p {TOP_P}, CPU")
+        results: dict[tuple[str, int], dict] = {}
+        for length in args.lengths:
+            modes = ["forward", "engine"] + (["naive"] if length in args.naive_lengths else [])
+            for mode in modes:
+                out = root / f"{mode}-{length}.parquet"
+                results[mode, length] = run_child(mode, root, length, out)
+                print(f"  {mode:>7} {length:>5} tokens: {results[mode, length]}", flush=True)
+        header = (
+            f"{'tokens':>6} | {'naive s':>8} {'engine s':>8} {'forward s':>9} | "
+            f"{'speed-up':>8} {'eng/fwd':>7} | {'naive MiB':>9} {'engine MiB':>10} {'mem ratio':>9}"
+        )
+        print("\n" + header + "\n" + "-" * len(header))
+        for length in args.lengths:
+            engine, forward = results["engine", length], results["forward", length]
+            naive = results.get(("naive", length))
+            cells = ["-"] * 4
+            if naive:
+                cells = [
+                    f"{naive['seconds']:.1f}",
+                    f"{naive['seconds'] / engine['seconds']:.1f}x",
+                    f"{naive['peak_mib']:.0f}",
+                    f"{engine['peak_mib'] / naive['peak_mib']:.3f}",
+                ]
+            print(
+                f"{length:>6} | {cells[0]:>8} {engine['seconds']:>8.1f} "
+                f"{forward['seconds']:>9.1f} | "
+                f"{cells[1]:>8} {engine['seconds'] / forward['seconds']:>6.2f}x | "
+                f"{cells[2]:>9} {engine['peak_mib']:>10.0f} {cells[3]:>9}"
+            )
+        if {("engine", 1024), ("engine", 4096)} <= results.keys():
+            growth = results["engine", 4096]["peak_mib"] - results["engine", 1024]["peak_mib"]
+            print(f"engine peak at 4096 tokens minus at 1024: {growth:.0f} MiB (target <= 512)")
+        skipped = [n for n in args.lengths if n not in args.naive_lengths]
+        if skipped:
+            print(f"naive not run at {skipped} tokens: it needs ~12 GB per 1,024 tokens.")
+        for length in args.naive_lengths:
+            if ("naive", length) in results:
+                engine_path, naive_path = (
+                    root / f"{m}-{length}.parquet" for m in ("engine", "naive")
+                )
+                print(f"{length} tokens: " + agreement(engine_path, naive_path))
+        print(distributions(root / f"engine-{max(args.lengths)}.parquet", results))
+
+
+if __name__ == "__main__":
+    main()
