@@ -21,7 +21,7 @@ from typing import Any
 import polars as pl
 
 from divscope.errors import DivscopeError
-from divscope.generation.engine import ENGINES, EngineName, Sampled, Sampling
+from divscope.generation.engine import ENGINES, Engine, EngineName, Sampled, Sampling
 from divscope.io import JSONL_SUFFIXES, PARQUET_SUFFIXES, read_table, write_table
 
 MANIFEST = "generate.json"
@@ -213,7 +213,9 @@ def _prepare(parts: Path, manifest: dict, *, overwrite: bool) -> set[int]:
     return set()
 
 
-def _engine(model: str, tokenizer: Any, config: GenerateConfig, dtype, device, device_map):
+def _engine(
+    model: str, tokenizer: Any, config: GenerateConfig, dtype: str, device: str, device_map
+) -> Engine:
     from divscope.generation.engine import HFEngine, VLLMEngine
     from divscope.models import load_model
 

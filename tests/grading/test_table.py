@@ -40,6 +40,22 @@ def test_answers_by_prompt_replace_the_answer_column_and_columns_are_kept():
     assert graded["grade_note"].null_count() == 3
 
 
+def test_cross_sample_results_repeat_sample_ids_across_policies():
+    results = pl.DataFrame(
+        {
+            "prompt_id": ["a"] * 4,
+            "sample_id": [0, 0, 0, 0],
+            "policy": ["base", "rl", "forward", "forward"],
+            "budget": [-1, -1, 0, 4],
+            "response": [r"\boxed{2}", r"\boxed{1}", r"\boxed{1}", r"\boxed{1}"],
+            "correct": pl.Series([None] * 4, dtype=pl.Boolean),
+        }
+    )
+    answers = pl.DataFrame({"prompt_id": ["a"], "answer": ["1"], "prompt": ["?"]})
+    graded = grade_table(results, EXACT, answers=answers)
+    assert graded["correct"].to_list() == [False, True, True, True]
+
+
 def test_existing_verdicts_are_replaced():
     frame = _responses(response=["x", "y", "z"], answer=["x"] * 3, correct=[False, True, None])
     graded = grade_table(frame, EXACT)
