@@ -186,7 +186,10 @@ def _manifest(model: str, config: GenerateConfig, keys: list[str], ids: list[lis
 
 
 def _prepare(parts: Path, manifest: dict, *, overwrite: bool) -> set[int]:
-    """Make `parts` ready to receive parts; the prompt rows already done there."""
+    """Make `parts` ready to receive parts; the prompt rows already done there.
+
+    A manifest without any part (a run that failed before its first prompt) is replaced.
+    """
     if overwrite and parts.is_dir():
         shutil.rmtree(parts)
     elif overwrite and parts.exists():
@@ -198,7 +201,7 @@ def _prepare(parts: Path, manifest: dict, *, overwrite: bool) -> set[int]:
                     f"{parts}: exists and was not written by divscope generate; pass "
                     "--overwrite to replace it or choose another --out."
                 )
-        else:
+        elif done := {int(p.stem.removeprefix("part-")) for p in parts.glob("part-*.parquet")}:
             previous = json.loads((parts / MANIFEST).read_text())["settings"]
             changed = {k: v for k, v in manifest["settings"].items() if previous.get(k) != v}
             if changed:
@@ -207,7 +210,7 @@ def _prepare(parts: Path, manifest: dict, *, overwrite: bool) -> set[int]:
                     f"{parts}: an earlier run used other settings or prompts ({was}); rerun "
                     "with those to resume, or pass --overwrite to start over."
                 )
-            return {int(p.stem.removeprefix("part-")) for p in parts.glob("part-*.parquet")}
+            return done
     parts.mkdir(parents=True, exist_ok=True)
     (parts / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     return set()

@@ -85,6 +85,13 @@ def test_resumes_where_an_interrupted_run_stopped(tiny_pair, tmp_path, reference
     assert (report.n_resumed, report.n_responses) == (0, 12)
 
 
+def test_a_run_that_failed_before_any_prompt_can_be_rerun_with_other_settings(tiny_pair, tmp_path):
+    with pytest.raises(DivscopeError, match="context of 64"):
+        _run(tmp_path, tiny_pair[0], "traj", _config(max_new_tokens=100))
+    _, report = _run(tmp_path, tiny_pair[0], "traj", _config(n=1, max_new_tokens=4))
+    assert report.n_responses == 3
+
+
 def test_single_file_output_is_assembled_from_the_parts(tiny_pair, tmp_path, reference):
     frame, _ = _run(tmp_path, tiny_pair[0], "traj.parquet", _config())
     assert frame.equals(reference)
