@@ -167,6 +167,7 @@ def child(mode: str, root: Path, length: int, out: Path) -> None:
         base = load_model(str(root / "base"), dtype="float32", device="cpu")
         rl = load_model(str(root / "rl"), dtype="float32", device="cpu")
         tokenizer = load_tokenizer(str(root / "base"))
+        start = time.perf_counter()
         with TokenTableWriter(out, {"bench": True}, overwrite=True) as writer:
             summary = score_trajectories(
                 frame, base, rl, tokenizer, ScoreConfig(top_p=TOP_P), sink=writer.write
@@ -179,6 +180,7 @@ def child(mode: str, root: Path, length: int, out: Path) -> None:
         tokenizer = AutoTokenizer.from_pretrained(root / "base")
         vocab = len(tokenizer)
         rows = []
+        start = time.perf_counter()
         with torch.no_grad():
             for traj in frame.iter_rows(named=True):
                 ids = torch.tensor([traj["prompt_ids"] + traj["response_ids"]])
@@ -197,6 +199,7 @@ def child(mode: str, root: Path, length: int, out: Path) -> None:
         if rows:
             pl.concat(rows).write_parquet(out)
         extra = {}
+    extra["compute_s"] = time.perf_counter() - start  # scoring only: no start-up, no loading
     print(json.dumps(extra))
 
 
@@ -276,25 +279,29 @@ def main() -> None:
                 print(f"  {mode:>7} {length:>5} tokens: {results[mode, length]}", flush=True)
         header = (
             f"{'tokens':>6} | {'naive s':>8} {'engine s':>8} {'forward s':>9} | "
-            f"{'speed-up':>8} {'eng/fwd':>7} | {'naive MiB':>9} {'engine MiB':>10} {'mem ratio':>9}"
+            f"{'speed-up':>8} {'eng/fwd':>7} | {'naive MiB':>9} {'engine MiB':>10} "
+            f"{'mem ratio':>9} | ms/token naive, engine, forward (compute only)"
         )
         print("\n" + header + "\n" + "-" * len(header))
         for length in args.lengths:
             engine, forward = results["engine", length], results["forward", length]
             naive = results.get(("naive", length))
-            cells = ["-"] * 4
+            cells = ["-"] * 5
             if naive:
                 cells = [
                     f"{naive['seconds']:.1f}",
                     f"{naive['seconds'] / engine['seconds']:.1f}x",
                     f"{naive['peak_mib']:.0f}",
                     f"{engine['peak_mib'] / naive['peak_mib']:.3f}",
+                    f"{1000 * naive['compute_s'] / length:.1f}",
                 ]
             print(
                 f"{length:>6} | {cells[0]:>8} {engine['seconds']:>8.1f} "
                 f"{forward['seconds']:>9.1f} | "
                 f"{cells[1]:>8} {engine['seconds'] / forward['seconds']:>6.2f}x | "
-                f"{cells[2]:>9} {engine['peak_mib']:>10.0f} {cells[3]:>9}"
+                f"{cells[2]:>9} {engine['peak_mib']:>10.0f} {cells[3]:>9} | "
+                f"{cells[4]}, {1000 * engine['compute_s'] / length:.1f}, "
+                f"{1000 * forward['compute_s'] / length:.1f}"
             )
         if {("engine", 1024), ("engine", 4096)} <= results.keys():
             growth = results["engine", 4096]["peak_mib"] - results["engine", 1024]["peak_mib"]

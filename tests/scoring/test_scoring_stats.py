@@ -75,13 +75,20 @@ def test_every_column_matches_float64_reference(top_p, temperature, window):
     assert skipped <= 0.1 * len(got) * len(DISCRETE_COLUMNS)
 
 
-def test_fallback_rows_are_counted_and_exact():
+@pytest.mark.parametrize("window", [64, 128])
+def test_window_cascade_and_fallback_rows_are_exact(window):
     base, rl = _hard_logits(seed=3)
-    config = StatsConfig(top_p=0.7, window=64)
-    windowed = pair_stats(base, rl, None, config)
+    # Nuclei of about 84 tokens: past the first window (64), inside a window of 128.
+    g = torch.Generator().manual_seed(7)
+    medium = 0.1 * torch.randn(3, VOCAB, generator=g)
+    medium[:, :120] += 5.0
+    base, rl = torch.cat([base, medium]), torch.cat([rl, medium.flip(-1)])
+    windowed = pair_stats(base, rl, None, StatsConfig(top_p=0.7, window=window))
     full = pair_stats(base, rl, None, StatsConfig(top_p=0.7, window=VOCAB))
-    # Flat rows (nucleus 211 > 64) and ties cut by the window's edge need the full sort.
-    assert 4 <= windowed.fallback_rows < base.shape[0]
+    # Flat rows (nucleus 211) and ties cut by the window's edge need the full sort; the
+    # medium rows too when the window is 64.
+    assert windowed.nucleus_base[-3:].gt(64).all() and windowed.nucleus_base[-3:].lt(128).all()
+    assert windowed.fallback_rows == 4 + 3 * (window == 64)
     assert full.fallback_rows == 0
     for name, value in windowed.columns().items():
         assert torch.equal(value, full.columns()[name]), name
