@@ -1,0 +1,155 @@
+"""`divscope cross-sample` and `divscope calibrate` end to end on a tiny saved model pair."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+import torch
+from conftest import WORDS, make_model, make_tokenizer
+from typer.testing import CliRunner
+
+from divscope.cli import app
+from divscope.decoding.calibration import Calibration
+from divscope.io import read_cross_sample
+from divscope.schema import CROSS_SAMPLE
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def prompts(tmp_path):
+    rows = [
+        {"prompt_id": "p0", "prompt": "w1 w2 w3", "answer": "12"},
+        {"prompt_id": "p1", "prompt": "w9", "answer": "3"},
+        {"prompt_id": "p2", "prompt": "w4 w5", "answer": "7"},
+    ]
+    path = tmp_path / "prompts.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def test_cross_sample_end_to_end(tmp_path, tiny_pair, prompts):
+    base, rl = tiny_pair
+    out = tmp_path / "results.parquet"
+    common = ["--n", 2, "--max-new-tokens", 8, "--seed", 1, "--batch-size", 4]
+    result = _run(
+        "cross-sample", prompts, "--base", base, "--rl", rl, "--policy", "base,rl,forward",
+        "--eps", 0.2, "--budgets", "0,2,-1", "--grader", "lab", "--out", out, *common,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "accuracy [95% CI]" in result.output and "forward" in result.output
+    results = read_cross_sample(out)
+    assert list(results.columns[: len(CROSS_SAMPLE)]) == list(CROSS_SAMPLE)
+    assert results.height == 3 * 2 * (1 + 1 + 3)
+    assert results["correct"].null_count() == 0
+    by = {
+        (policy, budget): frame.sort("prompt_id", "sample_id")["response_ids"].to_list()
+        for (policy, budget), frame in results.group_by("policy", "budget")
+    }
+    assert by[("forward", 0)] == by[("base", -1)]
+    forward = results.filter(pl.col("policy") == "forward")
+    assert (forward["n_switches"] <= forward["budget"].replace(-1, 99)).all()
+    assert (forward["n_effective"] <= forward["n_switches"]).all()
+    assert forward["eps"].unique().to_list() == [0.2]
+
+    again = tmp_path / "again.jsonl"
+    result = _run(
+        "cross-sample", prompts, "--base", base, "--rl", rl, "--policy", "forward",
+        "--eps", 0.2, "--budgets", "2", "--out", again, *common[:-1], 1,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "ungraded" in result.output
+    same = read_cross_sample(again).sort("prompt_id", "sample_id")["response_ids"].to_list()
+    assert (
+        same
+        == forward.filter(pl.col("budget") == 2)
+        .sort("prompt_id", "sample_id")["response_ids"]
+        .to_list()
+    )
+
+
+def test_calibrate_then_gated(tmp_path, tiny_pair, prompts):
+    base, rl = tiny_pair
+    calibration = tmp_path / "gate.json"
+    result = _run(
+        "calibrate", prompts, "--base", base, "--rl", rl, "--n", 4, "--max-new-tokens", 8,
+        "--rate", 0.2, "--window", 4, "--out", calibration,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    gate = Calibration.from_json(calibration)
+    assert gate.window == 4 and set(gate.gates) == {"gated", "entropy"}
+    out = tmp_path / "gated.parquet"
+    result = _run(
+        "cross-sample", prompts, "--base", base, "--rl", rl, "--policy", "gated,entropy",
+        "--calibration", calibration, "--budgets", "-1", "--n", 2, "--max-new-tokens", 8,
+        "--out", out,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    results = read_cross_sample(out)
+    assert results.filter(pl.col("policy") == "gated")["tau"][0] == gate.gates["gated"].tau
+    assert results["window"].unique().to_list() == [4]
+
+
+@pytest.fixture(scope="module")
+def other_tokenizer_model(tmp_path_factory):
+    path = tmp_path_factory.mktemp("other") / "model"
+    make_model("llama", vocab_size=48).save_pretrained(path)
+    make_tokenizer(list(reversed(WORDS))).save_pretrained(path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--policy", "beam"], "unknown policy 'beam'"),
+        (["--policy", "forward"], "needs --eps"),
+        (["--policy", "forward", "--eps", "0.1", "--budgets", "1,x"], "--budgets '1,x'"),
+        (["--policy", "base", "--grader", "nope"], "unknown grader 'nope'"),
+        (["--policy", "base,base"], "appears twice"),
+        (["--policy", "rast"], "needs --rast-base"),
+        (["--policy", "forward", "--eps", "0.1", "--rl", "OTHER"], "tokenizers differ"),
+        (["--policy", "base", "--max-new-tokens", "70"], "exceeds the base model's context"),
+    ],
+)
+def test_cross_sample_bad_input(tmp_path, tiny_pair, prompts, other_tokenizer_model, args, message):
+    base, rl = tiny_pair
+    args = [str(other_tokenizer_model) if a == "OTHER" else a for a in args]
+    if "--rl" not in args:
+        args += ["--rl", str(rl)]
+    result = _run("cross-sample", prompts, "--base", base, "--out", tmp_path / "r.parquet", *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+
+
+def test_cross_sample_needs_answers_to_grade(tmp_path, tiny_pair):
+    base, rl = tiny_pair
+    path = tmp_path / "prompts.jsonl"
+    path.write_text(json.dumps({"prompt_id": "p", "prompt": "w1"}) + "\n")
+    result = _run(
+        "cross-sample", path, "--base", base, "--rl", rl, "--policy", "base", "--grader", "lab",
+        "--out", tmp_path / "r.parquet",
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "needs an 'answer' column" in result.output
+
+
+def test_cross_sample_refuses_an_existing_output(tmp_path, tiny_pair, prompts):
+    base, rl = tiny_pair
+    out = tmp_path / "r.parquet"
+    out.write_text("x")
+    result = _run("cross-sample", prompts, "--base", base, "--policy", "base", "--out", out)
+    assert result.exit_code == 2 and "--overwrite" in result.output
