@@ -14,8 +14,10 @@ script), and an item's deadline starts only once its worker has imported the fun
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -26,6 +28,8 @@ from multiprocessing.connection import Connection, wait
 from typing import Any, Literal
 
 from divscope.errors import DivscopeError
+
+_PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
 
 
 @dataclass(frozen=True)
@@ -69,10 +73,18 @@ def import_function(target: str) -> Callable:
 
 def _serve(target: str, read_fd: int, write_fd: int) -> None:
     """Worker loop: import `target`, say ready, then answer (index, args) until told to stop."""
+    if sys.platform == "linux":  # die with the parent, even one killed without cleanup
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     receiver, sender = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
     function = import_function(target)
     sender.send(None)
-    while (task := receiver.recv()) is not None:
+    while True:
+        try:
+            task = receiver.recv()
+        except EOFError:  # the parent is gone
+            return
+        if task is None:
+            return
         index, args = task
         try:
             sender.send((index, Outcome(function(*args))))
