@@ -1,0 +1,144 @@
+"""Benchmark: `forward` cross-sampling (two models in lockstep) vs transformers' `generate`.
+
+    python bench/decode.py                          # batches 1 8 32, 64 new tokens
+    python bench/decode.py --models fixtures/lab    # the lab's base/ and rl/ instead
+    python bench/decode.py --device cuda --vocab 151936 --hidden 1024 --layers 8
+
+Both sides decode the same batch (prompts of the same length), the same number of new tokens
+(EOS disabled, so every row runs to the cap) and the same sampling settings (T=1, top-p 0.7,
+no top-k), measured side by side in this process, best of `--repeats` after a warm-up:
+
+- `generate`: `model.generate` of the base model alone, KV cache, sampling;
+- `forward`:  `divscope.decoding.decode` with `Forward(eps)` and an unlimited budget: both
+  models step every token, the per-step JS and both coupled draws are computed.
+
+Two models do twice the model work, so 0.5x of `generate` is parity; the target is 0.4x.
+Without `--models`, a random Llama pair of the given shape is built in memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+
+def build_models(args):
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    if args.models:
+        from divscope.models import load_model, load_tokenizer
+
+        models = {
+            name: load_model(f"{args.models}/{name}", device=args.device) for name in ("base", "rl")
+        }
+        return models, len(load_tokenizer(f"{args.models}/base"))
+    config = LlamaConfig(
+        vocab_size=args.vocab,
+        hidden_size=args.hidden,
+        intermediate_size=4 * args.hidden,
+        num_hidden_layers=args.layers,
+        num_attention_heads=max(args.hidden // 64, 1),
+        num_key_value_heads=max(args.hidden // 128, 1),
+        max_position_embeddings=args.prompt + args.new_tokens + 8,
+        tie_word_embeddings=False,
+    )
+    models = {}
+    for seed, name in enumerate(("base", "rl")):
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        with torch.no_grad():  # logits spread over several nats, as a trained model's are
+            model.lm_head.weight.mul_(8.0)
+        models[name] = model.to(args.device).eval()
+    return models, args.vocab
+
+
+def time_best(fn, repeats: int) -> float:
+    import torch
+
+    fn()  # warm-up
+    best = float("inf")
+    for _ in range(repeats):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", help="a directory holding base/ and rl/ (e.g. fixtures/lab)")
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--prompt", type=int, default=16, help="prompt tokens")
+    parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--vocab", type=int, default=32_000)
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+
+    import torch
+
+    from divscope.decoding import DecodeConfig, Request, build_policy, decode
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    models, vocab = build_models(args)
+    base = models["base"]
+    limit = base.config.max_position_embeddings
+    if args.prompt + args.new_tokens > limit:
+        raise SystemExit(f"--prompt + --new-tokens exceeds the models' context of {limit}")
+    never = -1  # an EOS id that no model emits: every row runs to the cap on both sides
+    print(
+        f"models: {args.models or 'random Llama'}, vocab {vocab}, "
+        f"{sum(p.numel() for p in base.parameters()) / 1e6:.1f}M parameters each, "
+        f"device {args.device}, threads {torch.get_num_threads()}; prompt {args.prompt}, "
+        f"{args.new_tokens} new tokens, T=1, top-p 0.7"
+    )
+    print(f"{'batch':>5} {'generate tok/s':>15} {'forward tok/s':>14} {'ratio':>6}")
+    for batch in args.batches:
+        generator = torch.Generator().manual_seed(0)
+        ids = torch.randint(3, vocab, (batch, args.prompt), generator=generator)
+        requests = [Request(f"p{i}", 0, tuple(row.tolist()), -1) for i, row in enumerate(ids)]
+        config = DecodeConfig(
+            temperature=1.0, top_p=0.7, max_new_tokens=args.new_tokens, batch_size=batch
+        )
+        policy = build_policy("forward", eps=0.05)
+
+        def run_generate(ids=ids):
+            with torch.inference_mode():
+                out = base.generate(
+                    input_ids=ids.to(args.device),
+                    attention_mask=torch.ones_like(ids).to(args.device),
+                    do_sample=True,
+                    temperature=1.0,
+                    top_p=0.7,
+                    top_k=0,
+                    max_new_tokens=args.new_tokens,
+                    min_new_tokens=args.new_tokens,
+                    eos_token_id=None,
+                    pad_token_id=0,
+                )
+            assert out.shape[1] == args.prompt + args.new_tokens
+
+        def run_forward(requests=requests, config=config, policy=policy):
+            decoded = decode(models, requests, policy, config, vocab=vocab, eos_ids=[never])
+            assert all(len(d.response_ids) == args.new_tokens for d in decoded)
+
+        tokens = batch * args.new_tokens
+        generate_rate = tokens / time_best(run_generate, args.repeats)
+        forward_rate = tokens / time_best(run_forward, args.repeats)
+        print(
+            f"{batch:>5} {generate_rate:>15,.0f} {forward_rate:>14,.0f} "
+            f"{forward_rate / generate_rate:>5.2f}x"
+        )
+
+
+if __name__ == "__main__":
+    main()
