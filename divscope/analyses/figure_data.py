@@ -369,8 +369,9 @@ def example_response(
 ) -> tuple[str, int]:
     """A response to show token by token: the one with most tokens above `threshold`.
 
-    Only responses of at most `max_tokens` tokens compete (all of them when none is that short);
-    ties go to the shorter response, then to the smallest key, so the choice is deterministic.
+    Only responses of at most `max_tokens` tokens compete (all of them when none is that short),
+    and only their first `max_tokens` tokens count, as a figure shows no more; ties go to the
+    shorter response, then to the smallest key, so the choice is deterministic.
 
     Args:
         tokens: a token table.
@@ -382,17 +383,19 @@ def example_response(
         (prompt_id, sample_id) of the response.
 
     >>> frame = pl.DataFrame({"prompt_id": ["a", "a", "b", "b"], "sample_id": [0, 0, 0, 0],
-    ...     "n_tokens": [2, 2, 2, 2], "js": [0.0, 0.2, 0.3, 0.4]})
+    ...     "position": [0, 1, 0, 1], "n_tokens": [2, 2, 2, 2], "js": [0.0, 0.2, 0.3, 0.4]})
     >>> example_response(frame)
     ('b', 0)
     """
-    required = ["prompt_id", "sample_id", "n_tokens", metric]
+    required = ["prompt_id", "sample_id", "position", "n_tokens", metric]
     lazy = checked_lazy(tokens, required, what="example_response")
     responses = (
         lazy.group_by("prompt_id", "sample_id")
         .agg(
             pl.col("n_tokens").first().alias("length"),
-            (pl.col(metric) > threshold).sum().alias("n_high"),
+            ((pl.col(metric) > threshold) & (pl.col("position") < max_tokens))
+            .sum()
+            .alias("n_high"),
         )
         .collect()
     )

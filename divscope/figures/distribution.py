@@ -60,11 +60,11 @@ def divergence_histogram(
     axes.set_xlabel(metric_label(metric))
     axes.set_ylabel("tokens (count)")
     total = sum(result.counts) + result.n_below + result.n_above
-    header_note(
-        axes,
-        f"{count(total)} tokens; {count(result.n_below)} ({result.n_below / total:.1%}) are "
-        "exactly 0\nand cannot be shown on the log axis",
-    )
+    note = f"{count(total)} tokens"
+    if result.n_below:
+        zeros = f"{count(result.n_below)} ({result.n_below / total:.1%})"
+        note += f"; {zeros} are exactly 0\nand cannot be shown on the log axis"
+    header_note(axes, note)
     return figure
 
 

@@ -199,7 +199,7 @@ def token_trajectory(
         Line2D([], [], color=GREY, linestyle="--", linewidth=0.8, label="threshold"),
     ]
     bars.legend(handles=handles, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncols=3)
-    cut = f"; first {max_tokens} of {length} tokens shown" if length > max_tokens else ""
+    cut = f"; first {max_tokens} of {count(length)} tokens shown" if length > max_tokens else ""
     bars.set_title(f"prompt {prompt_id}, sample {sample_id}{cut}", loc="left")
     _draw_text(text, lines, high)
     text.set_title(

@@ -141,11 +141,13 @@ def test_takeover_knee_without_a_knee_and_without_the_policy():
 def test_example_response_prefers_short_responses_with_many_high_tokens():
     frame = pl.DataFrame(
         {
-            "prompt_id": ["long"] * 5 + ["a"] * 2 + ["b"] * 2,
-            "sample_id": [0] * 9,
-            "n_tokens": [5] * 5 + [2] * 4,
-            "js": [0.5] * 5 + [0.5, 0.0, 0.5, 0.0],
+            "prompt_id": ["long"] * 5 + ["a"] * 2 + ["b"] * 2 + ["late"] * 5,
+            "sample_id": [0] * 14,
+            "position": [0, 1, 2, 3, 4, 0, 1, 0, 1, 0, 1, 2, 3, 4],
+            "n_tokens": [5] * 5 + [2] * 4 + [5] * 5,
+            "js": [0.5] * 5 + [0.0, 0.5, 0.0, 0.0] + [0.0, 0.0, 0.5, 0.5, 0.5],
         }
     )
     assert example_response(frame, max_tokens=2) == ("a", 0)
+    # None fits in one token: only the first token of each counts, so "late" loses.
     assert example_response(frame, max_tokens=1) == ("long", 0)

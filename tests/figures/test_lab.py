@@ -1,0 +1,36 @@
+"""Every token-table figure on a table scored from the committed lab models (real divergences)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from divscope.figures.gallery import FIGURES, PlotInputs, write_figures
+
+LAB = Path(__file__).parents[2] / "fixtures" / "lab"
+TRAJECTORIES = LAB / "trajectories.jsonl"
+
+pytestmark = pytest.mark.skipif(
+    not (TRAJECTORIES.exists() and (LAB / "base").is_dir() and (LAB / "rl").is_dir()),
+    reason="the lab models are not built yet (fixtures/lab)",
+)
+
+
+@pytest.fixture(scope="module")
+def lab_tokens(tmp_path_factory):
+    from divscope.io import read_token_table
+    from divscope.scoring.pipeline import score
+
+    out = tmp_path_factory.mktemp("lab") / "tokens.parquet"
+    score(TRAJECTORIES, base=str(LAB / "base"), rl=str(LAB / "rl"), out=out, progress=False)
+    return read_token_table(out)
+
+
+def test_every_token_figure_renders_on_the_lab_table(lab_tokens, tmp_path):
+    token_figures = [name for name, spec in FIGURES.items() if spec.needs == "tokens"]
+    inputs = PlotInputs(lab_tokens, n_boot=50)
+    report = write_figures(inputs, tmp_path / "lab", names=token_figures, formats=["png"])
+    # The lab's trajectories are graded, so nothing may be skipped.
+    assert report.skipped == {}
+    assert list(report.written) == token_figures
