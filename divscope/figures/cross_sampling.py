@@ -25,6 +25,7 @@ from divscope.figures.style import (
     SKY_BLUE,
     corner_note,
     figure_function,
+    legend_below,
     panel_title,
     panels,
     percent_axis,
@@ -174,7 +175,7 @@ def takeover_knee(
         results, policy, base_policy=base_policy, rl_policy=rl_policy, n_boot=n_boot, seed=seed
     )
     curve = knee.curve
-    figure, (axes,) = panels(ax, height=2.6)
+    figure, (axes,) = panels(ax, height=2.9)
     for accuracy, name, color in (
         (knee.base_accuracy, "base model", BASE_COLOR),
         (knee.rl_accuracy, "RL model", RL_COLOR),
@@ -204,6 +205,10 @@ def takeover_knee(
             linestyle="none",
             label=f"knee: {point['switch_share']:.2%} of tokens",
         )
+    shown = [*curve["accuracy_low"].drop_nulls(), *curve["accuracy_high"].drop_nulls()]
+    shown += [a for a in (knee.base_accuracy, knee.rl_accuracy) if a is not None]
+    pad = 0.06 * ((max(shown) - min(shown)) or 1.0)
+    axes.set_ylim(min(shown) - pad, max(shown) + pad)
     positive = share[share > 0]
     if positive.size >= 2 and positive.max() / positive.min() > 20:
         axes.set_xscale("log")
@@ -212,6 +217,6 @@ def takeover_knee(
     axes.set_xlabel("taken-over tokens (% of generated tokens)")
     axes.set_ylabel("accuracy (mean@n, %)")
     axes.grid(True)
-    axes.legend(loc="lower right")
+    legend_below(axes, own_figure=ax is None, ncols=2)
     corner_note(axes, "95% problem-bootstrap band", loc="upper left")
     return figure
