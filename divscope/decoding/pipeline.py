@@ -155,30 +155,34 @@ def cross_sample(
         name: load_model(paths[name], dtype=dtype, device=device, device_map=device_map)
         for name in needed
     }
-    eos_ids = _eos_ids(tokenizer, models["base"]) if "base" in models else _eos_ids(tokenizer)
+    eos_ids = _eos_ids(tokenizer, next(iter(models.values())))
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
     keys = frame["prompt_id"].to_list()
 
     parts = []
     for policy in policies:
-        requests = [
-            Request(prompt_id, sample, tuple(ids), budget)
-            for budget in (budgets if policy.budgeted else (-1,))
-            for prompt_id, ids in zip(keys, prompt_ids, strict=True)
-            for sample in range(n)
-        ]
-        decoded = decode(
-            models,
-            requests,
-            policy,
-            config,
-            vocab=len(tokenizer),
-            eos_ids=eos_ids,
-            pad_id=pad_id,
-            progress=progress,
-        )
-        texts = tokenizer.batch_decode([d.response_ids for d in decoded], skip_special_tokens=True)
-        parts.append(_results_frame(policy, requests, decoded, texts, config))
+        # One decode per budget: every run then batches the same rows the same way, so the
+        # models see identical batches and the reproduction invariants hold bit for bit.
+        for budget in budgets if policy.budgeted else (-1,):
+            requests = [
+                Request(prompt_id, sample, tuple(ids), budget)
+                for prompt_id, ids in zip(keys, prompt_ids, strict=True)
+                for sample in range(n)
+            ]
+            decoded = decode(
+                models,
+                requests,
+                policy,
+                config,
+                vocab=len(tokenizer),
+                eos_ids=eos_ids,
+                pad_id=pad_id,
+                progress=progress,
+            )
+            texts = tokenizer.batch_decode(
+                [d.response_ids for d in decoded], skip_special_tokens=True
+            )
+            parts.append(_results_frame(policy, requests, decoded, texts, config))
     results = pl.concat(parts, how="vertical")
     if grader is not None:
         answers = frame.select("prompt_id", "answer")
@@ -215,7 +219,7 @@ def _shared_tokenizer(paths: dict[str, str]):
     return tokenizer
 
 
-def _eos_ids(tokenizer, model=None) -> list[int]:
+def _eos_ids(tokenizer, model) -> list[int]:
     """The tokenizer's EOS id first, then any other EOS ids of the model's generation config."""
     ids = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
     config = getattr(model, "generation_config", None)
