@@ -119,6 +119,7 @@ class Lockstep:
         self.device = _input_device(next(iter(self.models.values())))
         self.mask = mask.to(self.device)
         self.next_position = positions[:, -1:].to(self.device) + 1  # [B, 1]
+        self.cache_names = {name: _cache_names(model) for name, model in self.models.items()}
         self.caches: dict[str, object] = {}
         self.logits: dict[str, Tensor] = {}
         for name in self.models:
@@ -134,7 +135,7 @@ class Lockstep:
     def _forward(self, name: str, input_ids: Tensor, positions: Tensor) -> None:
         model = self.models[name]
         device = _input_device(model)
-        cache_kwarg, cache_attr = _cache_names(model)
+        cache_kwarg, cache_attr = self.cache_names[name]
         out = model(
             input_ids=input_ids.to(device),
             attention_mask=self.mask.to(device),
