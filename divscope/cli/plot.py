@@ -43,7 +43,10 @@ def plot(
     ] = None,
     figure: Annotated[
         list[str] | None,
-        typer.Option("--figure", help="Draw only this figure (repeat); default: all."),
+        typer.Option(
+            "--figure",
+            help="Draw only this figure (repeat); default: all. A wrong name lists the choices.",
+        ),
     ] = None,
     formats: Annotated[
         str, typer.Option("--format", help="Comma-separated file formats: png, pdf, svg.")
