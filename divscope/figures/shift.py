@@ -63,7 +63,10 @@ def entropy_by_divergence(
     medians = analyses.entropy_by_divergence(tokens, metric, split=split)
     figure, axes = panels(ax, 2, width=DOUBLE_COLUMN, sharex=True)
     symbol = metric_symbol(metric)
-    titles = {"low": f"low divergence, {symbol} < {split:g}", "high": f"high, {symbol} > {split:g}"}
+    titles = {
+        "low": f"low divergence, {symbol} < {split:g}",
+        "high": f"high divergence, {symbol} > {split:g}",
+    }
     for letter, panel, group in zip("ab", axes, ("low", "high"), strict=True):
         row = medians.filter(group=group).row(0, named=True)
         for model in ("base", "rl"):
