@@ -206,11 +206,12 @@ def child(mode: str, root: Path, length: int, out: Path) -> None:
 # ---------------------------------------------------------------- parent
 
 
-def run_child(mode: str, root: Path, length: int, out: Path) -> dict:
+def run_child(mode: str, root: Path, length: int, out: Path, threads: int) -> dict:
     command = [sys.executable, __file__, "--child", mode, "--root", str(root)]
     command += ["--length", str(length), "--out", str(out)]
+    env = os.environ | {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     start = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     _, status, usage = os.wait4(process.pid, 0)
     seconds = time.perf_counter() - start
     stdout = process.stdout.read().decode() if process.stdout else ""
@@ -257,6 +258,12 @@ def main() -> None:
     parser.add_argument("--lengths", type=int, nargs="+", default=[512, 1024, 2048, 4096])
     parser.add_argument("--naive-lengths", type=int, nargs="+", default=[512, 1024])
     parser.add_argument("--logit-scale", type=float, default=30.0)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="CPU threads per child (default 1: stable on a shared machine, fair to both)",
+    )
     parser.add_argument("--child", choices=["engine", "naive", "forward"])
     parser.add_argument("--root", type=Path)
     parser.add_argument("--length", type=int)
@@ -269,13 +276,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="divscope-bench-") as tmp:
         root = Path(tmp)
         build_pair(root, VOCAB, args.logit_scale)
-        print(f"tiny Qwen2 pair, vocabulary {VOCAB:,}, prompt {PROMPT}, top-p {TOP_P}, CPU")
+        print(
+            f"tiny Qwen2 pair (hidden 64, 2 layers), vocabulary {VOCAB:,}, prompt {PROMPT}, "
+            f"top-p {TOP_P}, CPU, {args.threads} thread(s) per process, one trajectory per run"
+        )
         results: dict[tuple[str, int], dict] = {}
         for length in args.lengths:
             modes = ["forward", "engine"] + (["naive"] if length in args.naive_lengths else [])
             for mode in modes:
                 out = root / f"{mode}-{length}.parquet"
-                results[mode, length] = run_child(mode, root, length, out)
+                results[mode, length] = run_child(mode, root, length, out, args.threads)
                 print(f"  {mode:>7} {length:>5} tokens: {results[mode, length]}", flush=True)
         header = (
             f"{'tokens':>6} | {'naive s':>8} {'engine s':>8} {'forward s':>9} | "
