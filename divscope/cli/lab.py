@@ -22,8 +22,11 @@ def build_command(
     ] = False,
 ) -> None:
     """Train base (pretraining), rl (GRPO), rl-step-N and sft from scratch and write them out."""
+    from transformers.utils import logging
+
     from divscope.lab.build import BuildConfig, build
 
+    logging.disable_progress_bar()  # one bar per checkpoint load would drown the progress lines
     config = BuildConfig.smoke() if smoke else BuildConfig()
     report = build(out_dir, seed=seed, config=config, log=typer.echo)
     typer.echo(f"wrote {out_dir} in {report['timings']['total']['wall_s']:.0f} s")

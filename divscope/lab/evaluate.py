@@ -8,6 +8,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
+from divscope.grading import bootstrap_ci
 from divscope.lab.sampling import generate
 from divscope.lab.task import verify
 
@@ -16,8 +17,8 @@ from divscope.lab.task import verify
 class Accuracy:
     """Share of correct responses and its 95% CI.
 
-    The CI is a percentile bootstrap over prompts (samples of one prompt are resampled together,
-    since they are not independent).
+    The CI is divscope's percentile bootstrap over prompts (`divscope.grading.bootstrap_ci`):
+    samples of one prompt are resampled together, since they are not independent.
     """
 
     accuracy: float
@@ -28,17 +29,6 @@ class Accuracy:
 
     def to_dict(self) -> dict[str, float | int]:
         return asdict(self)
-
-
-def bootstrap_ci(
-    per_prompt: np.ndarray, seed: int, n_resamples: int = 2000, level: float = 0.95
-) -> tuple[float, float]:
-    """Percentile bootstrap CI of the mean of `per_prompt` (one accuracy per prompt)."""
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(per_prompt), size=(n_resamples, len(per_prompt)))
-    means = per_prompt[picks].mean(axis=1)
-    tail = (1 - level) / 2
-    return float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))
 
 
 def evaluate(
@@ -72,8 +62,9 @@ def evaluate(
     correct = np.array(
         [verify(text, answers[i // samples_per_prompt]) for i, text in enumerate(texts)], float
     ).reshape(len(prompts), samples_per_prompt)
-    per_prompt = correct.mean(axis=1)
-    low, high = bootstrap_ci(per_prompt, seed)
-    accuracy = Accuracy(float(per_prompt.mean()), low, high, len(prompts), samples_per_prompt)
+    interval = bootstrap_ci(correct.mean(axis=1), n_boot=2000, seed=seed)
+    accuracy = Accuracy(
+        interval.estimate, interval.low, interval.high, len(prompts), samples_per_prompt
+    )
     grouped = [flat[i : i + samples_per_prompt] for i in range(0, len(flat), samples_per_prompt)]
     return accuracy, grouped

@@ -25,7 +25,7 @@ from divscope.lab.task import verify
 class GRPOConfig:
     """The GRPO stage that turns `base` into `rl`."""
 
-    steps: int = 150
+    steps: int = 200
     """Sampling rounds (each followed by `minibatches` optimizer steps)."""
     prompts_per_step: int = 16
     """Distinct prompts per round."""

@@ -17,7 +17,7 @@ from divscope.lab.task import TaskConfig, corpus_solution, sample_problem
 class PretrainConfig:
     """Pretraining of `base` on an endless stream of corpus solutions."""
 
-    steps: int = 3000
+    steps: int = 2500
     """Optimizer steps."""
     batch_size: int = 64
     """Sequences per step."""

@@ -1,0 +1,77 @@
+"""The committed lab family under fixtures/lab loads with plain transformers and behaves."""
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from divscope.grading import get_grader
+from divscope.lab.sampling import generate
+
+LAB = Path(__file__).resolve().parents[2] / "fixtures" / "lab"
+MODELS = sorted(p.name for p in LAB.iterdir() if (p / "config.json").exists())
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+
+
+def _eval_rows(n: int) -> list[dict]:
+    with (LAB / "prompts" / "eval.jsonl").open() as f:
+        return [json.loads(line) for line, _ in zip(f, range(n), strict=False)]
+
+
+def test_family_is_complete_and_small():
+    steps = [m for m in MODELS if m.startswith("rl-step-")]
+    assert {"base", "rl", "sft"} <= set(MODELS)
+    assert len(steps) >= 4
+    weights = sum(f.stat().st_size for m in MODELS for f in (LAB / m).glob("*.safetensors"))
+    assert weights <= 25 * 2**20
+    assert len(_eval_rows(10_000)) >= 200
+
+
+def test_every_model_dir_carries_the_same_tokenizer():
+    for name in TOKENIZER_FILES:
+        digests = {hashlib.sha256((LAB / m / name).read_bytes()).hexdigest() for m in MODELS}
+        assert len(digests) == 1, name
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_model_loads_offline_with_auto_classes(name):
+    model = AutoModelForCausalLM.from_pretrained(LAB / name, local_files_only=True)
+    tokenizer = AutoTokenizer.from_pretrained(LAB / name, local_files_only=True)
+    assert model.config.vocab_size == len(tokenizer)
+    assert tokenizer.eos_token == "<eos>" and tokenizer.pad_token == "<pad>"
+    ids = tokenizer("Q: ? +3 -5 +4 = 14 ; find start A:", add_special_tokens=False).input_ids
+    assert len(ids) == 11 and tokenizer.unk_token_id not in ids
+
+
+def test_rl_beats_base_greedily_on_64_eval_prompts():
+    rows = _eval_rows(64)
+    grade = get_grader("lab")
+    accuracy = {}
+    for name in ("base", "rl"):
+        model = AutoModelForCausalLM.from_pretrained(LAB / name, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(LAB / name, local_files_only=True)
+        prompts = [tokenizer(r["prompt"], add_special_tokens=False).input_ids for r in rows]
+        with torch.no_grad():
+            responses = generate(
+                model, prompts, eos_id=tokenizer.eos_token_id, max_new_tokens=24, temperature=None
+            )
+        texts = tokenizer.batch_decode(responses, skip_special_tokens=True)
+        accuracy[name] = sum(grade(t, r["answer"]) for t, r in zip(texts, rows, strict=True)) / 64
+    assert accuracy["rl"] > accuracy["base"], accuracy
+
+
+def test_trajectories_follow_the_contract():
+    rows = [json.loads(line) for line in (LAB / "trajectories.jsonl").open()]
+    assert (LAB / "trajectories.jsonl").stat().st_size < 2 * 2**20
+    keys = {(r["prompt_id"], r["sample_id"]) for r in rows}
+    assert len(keys) == len(rows)
+    assert {r["model"] for r in rows} == {"base", "rl"}
+    tokenizer = AutoTokenizer.from_pretrained(LAB / "base", local_files_only=True)
+    grade = get_grader("lab")
+    for r in rows[:50]:
+        assert tokenizer(r["prompt"], add_special_tokens=False).input_ids == r["prompt_ids"]
+        assert tokenizer.decode(r["response_ids"], skip_special_tokens=True) == r["response"]
+        assert grade(r["response"], r["answer"]) == r["correct"]
