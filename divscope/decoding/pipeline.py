@@ -281,8 +281,9 @@ def format_summary(curve: pl.DataFrame) -> str:
         value, low, high = row[name], row[f"{name}_low"], row[f"{name}_high"]
         if value is None:
             return "-"
-        scale, unit = (100, "%") if percent else (1, "")
-        return f"{scale * value:.1f}{unit} [{scale * low:.1f}, {scale * high:.1f}]"
+        if percent:
+            return f"{100 * value:.1f}% [{100 * low:.1f}, {100 * high:.1f}]"
+        return f"{value + 0.0:.2f} [{low + 0.0:.2f}, {high + 0.0:.2f}]"  # + 0.0: no "-0.00"
 
     def share(value: float | None) -> str:
         return "-" if value is None else f"{100 * value:.2f}%"
@@ -292,7 +293,8 @@ def format_summary(curve: pl.DataFrame) -> str:
         f"{'recovery [95% CI]':<22} {'switched':>9} {'effective':>9}"
     )
     lines = [header]
-    for row in curve.iter_rows(named=True):
+    unlimited_last = pl.when(pl.col("budget") < 0).then(None).otherwise(pl.col("budget"))
+    for row in curve.sort("policy", unlimited_last, nulls_last=True).iter_rows(named=True):
         budget = "inf" if row["budget"] < 0 else str(row["budget"])
         lines.append(
             f"{row['policy']:<11} {budget:>6} {row['n_responses']:>6}  "
