@@ -42,9 +42,10 @@ def calibrate(
 ) -> None:
     """Calibrate the `gated` (CE) and `entropy` (base entropy) gates for takeover rate --rate.
 
-    tau is the (1 - r) quantile of the scores and lambda = E[s | s > tau] / E[s], over a token
-    table's rows or over --n base samples per calibration prompt scored against --rl. Writes a
-    JSON that `divscope cross-sample --calibration` reads.
+    tau is the (1 - r) quantile of the scores s, and lambda is the mean of the scores above tau
+    over the mean score; the scores are a token table's rows, or --n base samples per
+    calibration prompt scored against --rl. Writes a JSON that `cross-sample --calibration`
+    reads.
     """
     from divscope.decoding import DecodeConfig
     from divscope.decoding.pipeline import calibrate as run
