@@ -17,6 +17,7 @@ from scipy.stats import gaussian_kde
 from divscope.analyses._frames import Frame, checked_lazy
 from divscope.analyses.cross_sampling import CURVE_COLUMNS, cross_sampling_curve
 from divscope.analyses.failure import response_scores
+from divscope.analyses.tokens import _word_counts
 from divscope.errors import DivscopeError
 
 ENTROPY_COLUMNS: tuple[str, ...] = ("entropy_base", "entropy_rl")
@@ -407,3 +408,16 @@ def example_response(
         ["n_high", "length", "prompt_id", "sample_id"], descending=[True, False, False, False]
     ).row(0, named=True)
     return best["prompt_id"], int(best["sample_id"])
+
+
+def most_frequent_words(tokens: Frame, *, top: int = 3) -> list[str]:
+    """The `top` most frequent words (normalized as in `word_frequencies`), ties by word.
+
+    >>> frame = pl.DataFrame({"token": [" the", "The", " x", "\\n", " y", " x"]})
+    >>> most_frequent_words(frame, top=2)
+    ['the', 'x']
+    """
+    lazy = checked_lazy(tokens, ["token"], what="most_frequent_words").select("token")
+    counts = _word_counts(lazy).filter(pl.col("word") != "")
+    ranked = counts.sort(["count", "word"], descending=[True, False]).head(top).collect()
+    return ranked["word"].to_list()

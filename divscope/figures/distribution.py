@@ -16,17 +16,21 @@ from divscope.figures.style import (
     CYCLE,
     DOUBLE_COLUMN,
     GREY,
+    LINESTYLES,
     RL_COLOR,
     SQUARE_HEIGHT,
     corner_note,
     count,
     figure_function,
     header_note,
+    legend_below,
     metric_label,
     metric_symbol,
     panel_title,
     panels,
     percent_axis,
+    plain_log_ticks,
+    zero_log_yaxis,
 )
 
 CURVE_PERCENTILES: tuple[float, ...] = (
@@ -57,6 +61,7 @@ def divergence_histogram(
     axes.stairs(result.counts, result.edges, fill=True, color=RL_COLOR, alpha=0.85, linewidth=0)
     axes.set_xscale("log")
     axes.set_yscale("log")
+    plain_log_ticks(axes.xaxis)
     axes.set_xlabel(metric_label(metric))
     axes.set_ylabel("tokens (count)")
     total = sum(result.counts) + result.n_below + result.n_above
@@ -69,10 +74,7 @@ def divergence_histogram(
 
 
 def _draw_percentile_curve(axes: Axes, percentiles: Mapping[float, float], **style) -> None:
-    q = np.array(list(percentiles))
-    values = np.array(list(percentiles.values()))
-    positive = values > 0
-    axes.plot(q[positive], values[positive], **style)
+    axes.plot(list(percentiles), list(percentiles.values()), **style)
 
 
 @figure_function
@@ -80,7 +82,8 @@ def percentile_curve(tokens: Frame, ax: Axes | None = None, *, metric: str = "js
     """The divergence at each percentile of tokens, on a log axis (Fig. 2, right).
 
     The curve stays near zero for most tokens and climbs only in the top few percent: the
-    sparsity of the shift. Percentiles whose value is exactly zero are left out of the log axis.
+    sparsity of the shift. The axis is logarithmic above 1e-6 and linear below, so exact zeros
+    show as a flat line at 0.
 
     Args:
         tokens: a token table.
@@ -91,12 +94,10 @@ def percentile_curve(tokens: Frame, ax: Axes | None = None, *, metric: str = "js
     figure, (axes,) = panels(ax)
     _draw_percentile_curve(axes, result.percentiles, color=RL_COLOR)
     marked = {q: result.percentiles[q] for q in MARKED_PERCENTILES if q in result.percentiles}
-    for q, value in marked.items():
-        if value > 0:
-            axes.plot([q], [value], "o", color=BLACK, markersize=3)
+    axes.plot(list(marked), list(marked.values()), "o", color=BLACK, markersize=3)
     listing = "\n".join(f"p{q:g} = {value:.2g}" for q, value in marked.items())
     corner_note(axes, f"{count(result.n_tokens)} tokens\n{listing}", loc="upper left")
-    axes.set_yscale("log")
+    zero_log_yaxis(axes)
     axes.set_xlim(0, 100)
     axes.set_xlabel("percentile of tokens (%)")
     axes.set_ylabel(metric_label(metric))
@@ -132,16 +133,16 @@ def compare_sparsity(
         color = CYCLE[(i + 1) % len(CYCLE)]
         percentiles = {q: row[f"p{q:g}"] for q in CURVE_PERCENTILES}
         label = f"{row['label']} ({count(row['n_tokens'])} tokens)"
-        _draw_percentile_curve(curves, percentiles, color=color, label=label)
+        linestyle = LINESTYLES[i % len(LINESTYLES)]
+        _draw_percentile_curve(curves, percentiles, color=color, linestyle=linestyle, label=label)
         shares = [row[f"share_below_{t:g}"] for t in thresholds]
         positions = np.arange(len(thresholds)) + (i - (result.height - 1) / 2) * width
-        bars.bar(positions, shares, width=width, color=color, label=row["label"])
-    curves.set_yscale("log")
+        bars.bar(positions, shares, width=width, color=color)
+    zero_log_yaxis(curves)
     curves.set_xlim(0, 100)
     curves.set_xlabel("percentile of tokens (%)")
     curves.set_ylabel(metric_label(metric))
     curves.grid(True)
-    curves.legend(loc="upper left")
     panel_title(curves, "a", "divergence at each percentile")
     symbol = metric_symbol(metric)
     bars.set_xticks(range(len(thresholds)), [f"{symbol} < {t:g}" for t in thresholds])
@@ -149,7 +150,7 @@ def compare_sparsity(
     bars.set_ylabel("tokens below threshold (%)")
     bars.set_ylim(0, 1)
     percent_axis(bars.yaxis)
-    bars.legend(loc="upper left")
+    legend_below(curves, own_figure=ax is None, ncols=min(result.height, 4))
     panel_title(bars, "b", "share of near-zero tokens")
     return figure
 
@@ -159,7 +160,7 @@ def token_profile(
     tokens: Frame,
     ax: Axes | None = None,
     *,
-    words: Sequence[str] = ("the",),
+    words: Sequence[str] | None = None,
     metric: str = "js",
 ) -> Figure:
     """Percentile curves of chosen words beside all tokens (the paper's "the", Fig. 23).
@@ -170,12 +171,14 @@ def token_profile(
     Args:
         tokens: a token table.
         ax: axes to draw into (default: a new single-column figure).
-        words: the words profiled.
+        words: the words profiled; default the three most frequent words of the table.
         metric: the divergence column.
 
     Raises:
         DivscopeError: none of the words occurs in the table.
     """
+    if words is None:
+        words = analyses.most_frequent_words(tokens, top=3)
     profiles = {
         word: analyses.token_profile(tokens, word, metric, percentiles=CURVE_PERCENTILES)
         for word in words
@@ -195,9 +198,10 @@ def token_profile(
             axes,
             profile.percentiles,
             color=CYCLE[(i + 1) % len(CYCLE)],
+            linestyle=LINESTYLES[(i + 1) % len(LINESTYLES)],
             label=f"“{word}” ({count(profile.n_tokens)})",
         )
-    axes.set_yscale("log")
+    zero_log_yaxis(axes)
     axes.set_xlim(0, 100)
     axes.set_xlabel("percentile of occurrences (%)")
     axes.set_ylabel(metric_label(metric))

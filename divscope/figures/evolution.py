@@ -13,6 +13,7 @@ from divscope.errors import DivscopeError
 from divscope.figures.style import (
     CYCLE,
     DOUBLE_COLUMN,
+    LINESTYLES,
     RL_COLOR,
     figure_function,
     legend_below,
@@ -21,6 +22,7 @@ from divscope.figures.style import (
     panel_title,
     panels,
     percent_axis,
+    zero_log_yaxis,
 )
 
 
@@ -50,15 +52,15 @@ def evolution(
     figure, (percentiles, share, jaccard) = panels(ax, 3, width=DOUBLE_COLUMN)
     columns = [c for c in steps.columns if c.startswith("p") and c[1:2].isdigit()]
     for i, column in enumerate(columns):
-        values = steps.select("step", column).filter(steps[column] > 0)
         percentiles.plot(
-            values["step"],
-            values[column],
+            steps["step"],
+            steps[column],
             marker="o",
             color=CYCLE[i],
+            linestyle=LINESTYLES[i % len(LINESTYLES)],
             label=column,
         )
-    percentiles.set_yscale("log")
+    zero_log_yaxis(percentiles)
     percentiles.set_ylabel(metric_label(metric))
     legend_below(percentiles, own_figure=ax is None, ncols=4, title="percentile")
     panel_title(percentiles, "a", "percentiles")

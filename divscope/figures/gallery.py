@@ -142,7 +142,8 @@ FIGURES: dict[str, FigureSpec] = {
         ),
         FigureSpec(
             "token_profile", "tokens",
-            "Percentiles of {metric} for the word “the” beside all tokens (Fig. 23).",
+            "Percentiles of {metric} for the three most frequent words beside all tokens (Fig. 23, "
+            "where the paper profiles “the”).",
             _tokens(figures.token_profile),
         ),
         FigureSpec(
@@ -291,7 +292,7 @@ def write_figures(
                 try:
                     figure = spec.draw(inputs)
                 except DivscopeError as error:
-                    reason = str(error)
+                    reason = str(error).removeprefix(f"{name}: ")
                 else:
                     written[name] = [_save(figure, tmp / f"{name}.{kind}") for kind in kinds]
             if reason is not None:

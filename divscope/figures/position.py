@@ -29,6 +29,7 @@ from divscope.figures.style import (
     metric_label,
     metric_symbol,
     panels,
+    zero_log_yaxis,
 )
 
 
@@ -52,7 +53,7 @@ def positional_profile(
     axes.fill_between(centre, profile["p25"], profile["p75"], alpha=0.3, label="p25–p75", **band)
     axes.plot(centre, profile["mean"], color=RL_COLOR, marker="o", label="mean")
     axes.plot(centre, profile["median"], color=BLACK, linestyle="--", label="median")
-    axes.set_yscale("log")
+    zero_log_yaxis(axes)
     axes.set_xlim(0, 1)
     axes.set_xlabel("relative position in the response, t / T")
     axes.set_ylabel(metric_label(metric))
@@ -216,27 +217,33 @@ CHAR_WIDTH = 0.6 * FONT_SIZE / 72
 """Width in inches of one monospace character (DejaVu Sans Mono advances 0.6 em)."""
 LINE_HEIGHT = 1.8 * FONT_SIZE / 72
 """Height in inches of one line of response text."""
+TOKEN_GAP = 0.35
+"""Space in characters between two tokens of the response text."""
 
 
 def _columns(width_inches: float) -> int:
     return max(20, int(width_inches / CHAR_WIDTH) - 1)
 
 
-def _wrap(pieces: list[str], columns: int) -> list[list[tuple[int, str, int]]]:
-    """Monospace lines of (column, piece, index of the piece), wrapping at token boundaries."""
-    lines: list[list[tuple[int, str, int]]] = [[]]
-    used = 0
+def _wrap(pieces: list[str], columns: int) -> list[list[tuple[float, str, int]]]:
+    """Monospace lines of (column, piece, index of the piece), wrapping at token boundaries.
+
+    Tokens are set `TOKEN_GAP` characters apart, so that boundaries show even between tokens
+    that carry no spaces.
+    """
+    lines: list[list[tuple[float, str, int]]] = [[]]
+    used = 0.0
     for index, piece in enumerate(pieces):
         if used + len(piece) > columns and lines[-1]:
             lines.append([])
-            used = 0
+            used = 0.0
             piece = piece.lstrip()
         lines[-1].append((used, piece, index))
-        used += len(piece)
+        used += len(piece) + TOKEN_GAP
     return lines
 
 
-def _draw_text(axes: Axes, lines: list[list[tuple[int, str, int]]], marked: np.ndarray) -> None:
+def _draw_text(axes: Axes, lines: list[list[tuple[float, str, int]]], marked: np.ndarray) -> None:
     """Draw the wrapped response from the top left of `axes`, placed in inches so that the
     monospace columns line up at any size; marked pieces are bold on a yellow box."""
     axes.set_axis_off()

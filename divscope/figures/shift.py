@@ -17,9 +17,9 @@ from divscope.figures.style import (
     MODEL_COLORS,
     RL_COLOR,
     SKY_BLUE,
-    corner_note,
     count,
     figure_function,
+    header_note,
     legend_below,
     metric_symbol,
     panel_title,
@@ -28,10 +28,11 @@ from divscope.figures.style import (
 )
 
 
-def _sample_note(n_sampled: int, n_total: int, seed: int) -> str:
+def _sample_note(n_sampled: int, n_total: int, seed: int, unit: str = "tokens") -> str:
+    """Say how many rows a panel shows, and that they are a seeded sample when they are."""
     if n_sampled < n_total:
-        return f"random sample of {count(n_sampled)}\nof {count(n_total)} (seed {seed})"
-    return f"{count(n_total)} tokens"
+        return f"random sample of {count(n_sampled)}\nof {count(n_total)} {unit} (seed {seed})"
+    return f"{count(n_total)} {unit}"
 
 
 @figure_function
@@ -90,9 +91,8 @@ def entropy_by_divergence(
         panel.set_xlabel("entropy of the next-token distribution (nats)")
         panel.set_ylabel("density (1/nat)")
         panel_title(panel, letter, titles[group])
-        panel.legend(loc="upper right")
-        note = _sample_note(density.n_sampled[group], density.n_tokens[group], seed)
-        corner_note(panel, note, loc="lower right")
+        panel.legend(loc="best")
+        header_note(panel, _sample_note(density.n_sampled[group], density.n_tokens[group], seed))
     return figure
 
 
@@ -214,28 +214,28 @@ def tail_promotion(
     sample = analyses.high_divergence_sample(
         tokens, columns, metric, threshold=threshold, max_rows=max_samples, seed=seed
     )
-    figure, (curve, scatter) = panels(ax, 2, width=DOUBLE_COLUMN)
+    figure, (curve, scatter) = panels(ax, 2, width=DOUBLE_COLUMN, height=2.7)
     symbol = metric_symbol(metric)
-    curve.plot(result.curve["cutoff"], result.curve["share"], marker="o", color=RL_COLOR)
-    for panel in (curve, scatter):
-        panel.axvspan(1e-12, tail_cutoff, color=SKY_BLUE, alpha=0.18, linewidth=0)
+    floor = 1e-8
+    if result.n_tail:
+        tail = (
+            f"promoted from the tail (base p < {tail_cutoff:g}): {count(result.n_tail)} positions "
+            f"({result.n_tail / result.n_positions:.1%}), mean RL p {result.tail_rl_prob_mean:.2f}"
+        )
+    else:
+        tail = f"tail, base p < {tail_cutoff:g}: no divergent position takes a token from it"
+    for panel, label in ((curve, None), (scatter, tail)):
+        panel.axvspan(floor / 2, tail_cutoff, color=SKY_BLUE, alpha=0.25, linewidth=0, label=label)
         panel.set_xscale("log")
+        panel.set_xlim(floor / 2, 1.5)
         panel.set_xlabel("base probability of the RL top-1 token")
-    curve.set_xlim(result.curve["cutoff"].min() / 2, 1.05)
+    curve.plot(result.curve["cutoff"], result.curve["share"], marker="o", color=RL_COLOR)
     curve.set_ylim(0, 1.02)
     percent_axis(curve.yaxis)
     curve.set_ylabel("positions with base p < x (%)")
-    share_tail = result.n_tail / result.n_positions if result.n_positions else float("nan")
-    panel_title(
-        curve, "a", f"{share_tail:.1%} of positions take a token with base p < {tail_cutoff:g}"
-    )
-    corner_note(
-        curve,
-        f"{count(result.n_positions)} positions\nwith {symbol} > {threshold:g}",
-        loc="lower right",
-    )
+    panel_title(curve, "a", "cumulative share")
+    header_note(curve, f"{count(result.n_positions)} positions\nwith {symbol} > {threshold:g}")
     points = sample.rows
-    floor = 1e-8
     scatter.scatter(
         points["p_base_of_rl_top1"].clip(lower_bound=floor),
         points["p_top1_rl"],
@@ -244,17 +244,12 @@ def tail_promotion(
         color=RL_COLOR,
         linewidths=0,
         rasterized=True,
+        label="one divergent position",
     )
-    scatter.set_xlim(floor / 2, 1.5)
     scatter.set_ylim(0, 1.02)
     scatter.set_ylabel("RL probability of its top-1 token")
-    mean = result.tail_rl_prob_mean
-    title = (
-        f"promoted tokens: mean RL probability {mean:.2f}"
-        if result.n_tail
-        else "no promoted tokens"
-    )
-    panel_title(scatter, "b", title)
-    note = _sample_note(sample.rows.height, sample.n_total, seed).replace("tokens", "positions")
-    corner_note(scatter, note + f"\nbase p < {floor:g} drawn at {floor:g}", loc="lower right")
+    panel_title(scatter, "b", "each position")
+    note = _sample_note(sample.rows.height, sample.n_total, seed, "positions")
+    header_note(scatter, f"{note}; base p < {floor:g} drawn at {floor:g}")
+    legend_below(scatter, own_figure=ax is None, ncols=2)
     return figure

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import matplotlib as mpl
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import PercentFormatter
+from matplotlib.ticker import FuncFormatter, PercentFormatter
 
 from divscope.errors import DivscopeError
 
@@ -44,6 +44,8 @@ RL_COLOR = VERMILLION
 MODEL_COLORS = {"base": BASE_COLOR, "rl": RL_COLOR}
 CYCLE = (BLUE, VERMILLION, GREEN, ORANGE, PURPLE, SKY_BLUE, BLACK, YELLOW)
 """Colours of series in order: base, RL, then the others."""
+LINESTYLES = ("-", "--", ":", "-.")
+"""Line styles cycled with the colours where curves may coincide, so that none hides another."""
 
 METRIC_LABELS = {
     "js": "JS divergence, top-p (nats)",
@@ -165,6 +167,28 @@ def corner_note(ax: Axes, text: str, *, loc: str = "upper right") -> None:
         fontsize=6.5,
         color="#555555",
     )
+
+
+ZERO_LINEAR_RANGE = 1e-6
+"""Values below this sit on the linear stretch of `zero_log_yaxis`, so exact zeros show."""
+
+
+def zero_log_yaxis(ax: Axes) -> None:
+    """Log y scale above `ZERO_LINEAR_RANGE` with a short linear stretch down to 0 (symlog).
+
+    Divergences are skewed over many decades, yet often exactly zero for most tokens: a plain
+    log axis would silently drop those.
+    """
+    ax.set_yscale("symlog", linthresh=ZERO_LINEAR_RANGE, linscale=0.4)
+    ax.set_ylim(bottom=0)
+
+
+def plain_log_ticks(axis: Any) -> None:
+    """Label a log axis that spans under two decades with plain numbers (0.2, 0.3, 0.5)."""
+    low, high = sorted(axis.get_view_interval())
+    if low > 0 and high / low < 100:
+        axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        axis.set_minor_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
 
 
 def header_note(ax: Axes, text: str) -> None:

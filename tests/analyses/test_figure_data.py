@@ -13,6 +13,7 @@ from divscope.analyses import (
     failure_auroc,
     failure_roc,
     high_divergence_sample,
+    most_frequent_words,
     pooled_controls,
     roc_points,
     sample_rows,
@@ -151,3 +152,9 @@ def test_example_response_prefers_short_responses_with_many_high_tokens():
     assert example_response(frame, max_tokens=2) == ("a", 0)
     # None fits in one token: only the first token of each counts, so "late" loses.
     assert example_response(frame, max_tokens=1) == ("long", 0)
+
+
+def test_most_frequent_words_normalizes_and_skips_whitespace():
+    frame = pl.DataFrame({"token": ["\n", "\n", "\n", " b", "B", " a", " a", " c"]})
+    assert most_frequent_words(frame, top=2) == ["a", "b"]
+    assert most_frequent_words(frame.head(3)) == []

@@ -95,10 +95,12 @@ def test_percentile_curve_draws_the_analysis_result(tokens, monkeypatch):
     fixed = analyses.Sparsity("js", 3, 0.1, {}, {10.0: 1e-4, 50.0: 0.0, 90.0: 0.2})
     monkeypatch.setattr(analyses, "sparsity", lambda *args, **kwargs: fixed)
     figure = figures.percentile_curve(tokens)
-    curve = figure.axes[0].lines[0]
-    # The zero percentile cannot sit on the log axis and is left out.
-    assert curve.get_xdata().tolist() == [10.0, 90.0]
-    assert curve.get_ydata().tolist() == [1e-4, 0.2]
+    axes = figure.axes[0]
+    curve = axes.lines[0]
+    assert curve.get_xdata().tolist() == [10.0, 50.0, 90.0]
+    assert curve.get_ydata().tolist() == [1e-4, 0.0, 0.2]
+    # Exact zeros stay visible: the axis is linear near 0 and logarithmic above.
+    assert axes.get_yscale() == "symlog" and axes.get_ylim()[0] == 0
 
 
 def test_lorenz_draws_the_analysis_curve_and_gini(tokens):
@@ -117,13 +119,19 @@ def test_topk_overlap_lines_are_the_analysis_means(tokens):
     assert np.allclose(line.get_ydata(), expected)
 
 
+def notes(figure: Figure) -> str:
+    """Every note of a figure: texts inside the axes and the small titles above them."""
+    return " ".join(
+        [t.get_text() for axes in figure.axes for t in axes.texts]
+        + [axes.get_title(loc="right") for axes in figure.axes]
+    )
+
+
 def test_sampled_figures_say_so(tokens):
     figure = figures.entropy_by_divergence(tokens, max_samples=100, seed=7)
-    notes = " ".join(t.get_text() for axes in figure.axes for t in axes.texts)
-    assert "random sample of 100" in notes and "seed 7" in notes
+    assert "random sample of 100" in notes(figure) and "(seed 7)" in notes(figure)
     figure = figures.tail_promotion(tokens, max_samples=50, seed=3)
-    notes = " ".join(t.get_text() for t in figure.axes[1].texts)
-    assert "random sample of 50" in notes and "seed 3" in notes
+    assert "random sample of 50" in notes(figure) and "positions (seed 3)" in notes(figure)
 
 
 def test_token_trajectory_marks_the_divergent_tokens(tokens):
