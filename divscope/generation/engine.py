@@ -48,6 +48,10 @@ class Sampled:
 class Engine(Protocol):
     """Samples `n` responses for each of several prompts."""
 
+    def check(self, prompts: Sequence[tuple[str, list[int]]]) -> None:
+        """Raise a `DivscopeError` before any work if some prompt cannot be sampled."""
+        ...
+
     def sample(self, prompts: Sequence[tuple[str, list[int]]]) -> list[list[Sampled]]:
         """`n` responses (sample ids 0..n-1) for each `(prompt_id, prompt token ids)`."""
         ...
@@ -78,6 +82,11 @@ class HFEngine:
         )
         self.eos_ids = _eos_ids(tokenizer, model)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+    def check(self, prompts: Sequence[tuple[str, list[int]]]) -> None:
+        from divscope.models import context_length
+
+        check_context(prompts, self.sampling.max_new_tokens, context_length(self.model))
 
     def sample(self, prompts: Sequence[tuple[str, list[int]]]) -> list[list[Sampled]]:
         from divscope.decoding import Request, decode
@@ -120,6 +129,10 @@ class VLLMEngine:
         self.vllm, self.sampling = vllm, sampling
         self.llm = vllm.LLM(model=model, dtype=dtype, seed=sampling.seed)
 
+    def check(self, prompts: Sequence[tuple[str, list[int]]]) -> None:
+        limit = self.llm.llm_engine.model_config.max_model_len
+        check_context(prompts, self.sampling.max_new_tokens, limit)
+
     def sample(self, prompts: Sequence[tuple[str, list[int]]]) -> list[list[Sampled]]:
         from divscope.decoding.randomness import prompt_key
 
@@ -144,3 +157,24 @@ class VLLMEngine:
             ]
             for output in outputs
         ]
+
+
+def check_context(
+    prompts: Sequence[tuple[str, list[int]]], max_new_tokens: int, limit: int | None
+) -> None:
+    """Raise unless the longest prompt plus `max_new_tokens` fits a context of `limit` tokens.
+
+    >>> check_context([("a", [1, 2, 3])], 8, limit=10)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    divscope.errors.DivscopeError: prompt_id='a' has 3 tokens; ... Lower --max-new-tokens to 7.
+    """
+    if limit is None or not prompts:
+        return
+    prompt_id, ids = max(prompts, key=lambda prompt: len(prompt[1]))
+    if len(ids) + max_new_tokens > limit:
+        raise DivscopeError(
+            f"prompt_id={prompt_id!r} has {len(ids)} tokens; with --max-new-tokens "
+            f"{max_new_tokens} it exceeds the model's context of {limit}. Lower "
+            f"--max-new-tokens to {max(limit - len(ids), 0)}."
+        )

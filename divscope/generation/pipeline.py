@@ -154,6 +154,8 @@ def generate(
     todo = [i for i in range(len(keys)) if i not in done]
     carried = frame.drop([c for c in frame.columns if c in OUTPUT_COLUMNS])
     engine = _engine(model, tokenizer, config, dtype, device, device_map) if todo else None
+    if engine is not None:
+        engine.check([(keys[i], ids[i]) for i in todo])  # fail before any work, not midway
     chunk = max(1, config.batch_size // config.sampling.n)
     n_responses = n_finished = n_tokens = 0
     with tqdm(total=len(keys), initial=len(done), disable=not progress, unit="prompt") as bar:

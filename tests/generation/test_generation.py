@@ -161,3 +161,11 @@ def test_bad_input(tiny_pair, tmp_path, rows, config, message):
 def test_bad_config(kwargs, message):
     with pytest.raises(DivscopeError, match=message):
         GenerateConfig(**kwargs)
+
+
+def test_a_prompt_too_long_fails_before_any_part_is_written(tiny_pair, tmp_path):
+    rows = [{"prompt_id": "short", "prompt": "w1"}, {"prompt_id": "long", "prompt": "w1 " * 60}]
+    with pytest.raises(DivscopeError, match="prompt_id='long' has 60 tokens.*to 4"):
+        generate(_prompts(tmp_path / "p.jsonl", rows), str(tiny_pair[0]), tmp_path / "out",
+                 _config(n=1, max_new_tokens=8, batch_size=1), progress=False)  # fmt: skip
+    assert not list((tmp_path / "out").glob("part-*"))
