@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import os
 import random
 import time
 from collections.abc import Callable
@@ -108,6 +109,7 @@ def build(
             "pass a new or empty directory"
         )
     torch.set_num_threads(config.threads)
+    load_at_start = os.getloadavg()[0]
     started, cpu_started = time.perf_counter(), time.process_time()
     timings: dict[str, dict[str, float]] = {}
 
@@ -196,6 +198,12 @@ def build(
         "seed": seed,
         "config": dataclasses.asdict(config),
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
+        # wall time depends on what else runs on the machine; CPU time and load tell how much.
+        "machine": {
+            "cpu_count": os.cpu_count(),
+            "load_avg_1m_start": load_at_start,
+            "load_avg_1m_end": os.getloadavg()[0],
+        },
         "timings": timings,
         "models": {name: _size(out_dir / name) for name in names},
         "total_weight_bytes": sum(_size(out_dir / n)["weight_bytes"] for n in names),
