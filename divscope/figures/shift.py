@@ -249,7 +249,7 @@ def tail_promotion(
     scatter.set_ylim(0, 1.02)
     scatter.set_ylabel("RL probability of its top-1 token")
     panel_title(scatter, "b", "each position")
-    note = _sample_note(sample.rows.height, sample.n_total, seed, "positions")
-    header_note(scatter, f"{note}; base p < {floor:g} drawn at {floor:g}")
-    legend_below(scatter, own_figure=ax is None, ncols=2)
+    note = _sample_note(sample.rows.height, sample.n_total, seed, "positions").replace("\n", " ")
+    header_note(scatter, f"{note}\nbase p < {floor:g} drawn at {floor:g}")
+    legend_below(scatter, own_figure=ax is None, ncols=2, markerscale=3)
     return figure

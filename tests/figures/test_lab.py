@@ -11,10 +11,14 @@ from divscope.figures.gallery import FIGURES, PlotInputs, write_figures
 LAB = Path(__file__).parents[2] / "fixtures" / "lab"
 TRAJECTORIES = LAB / "trajectories.jsonl"
 
-pytestmark = pytest.mark.skipif(
-    not (TRAJECTORIES.exists() and (LAB / "base").is_dir() and (LAB / "rl").is_dir()),
-    reason="the lab models are not built yet (fixtures/lab)",
-)
+# Scoring the 512 lab trajectories takes about half a minute on CPU.
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not (TRAJECTORIES.exists() and (LAB / "base").is_dir() and (LAB / "rl").is_dir()),
+        reason="the lab models are not built yet (fixtures/lab)",
+    ),
+]
 
 
 @pytest.fixture(scope="module")
