@@ -1,66 +1,11 @@
-"""Shared test helpers: tiny real HF models and tokenizers built on the fly (no downloads)."""
+"""Session fixtures shared by the whole suite."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-
-WORDS = [f"w{i}" for i in range(40)]
-
-
-def make_tokenizer(words: list[str] = WORDS):
-    """A real word-level `PreTrainedTokenizerFast` with BOS/EOS/PAD/UNK specials."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    specials = ["<pad>", "<bos>", "<eos>", "<unk>"]
-    vocab = {token: i for i, token in enumerate(specials + words)}
-    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        bos_token="<bos>",
-        eos_token="<eos>",
-        pad_token="<pad>",
-        unk_token="<unk>",
-    )
-
-
-def make_model(arch: str = "qwen2", vocab_size: int = 44, seed: int = 0, max_positions: int = 64):
-    """A tiny randomly initialized causal LM of a standard architecture, float32, eval mode."""
-    import torch
-    from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
-
-    config_class = {"qwen2": Qwen2Config, "llama": LlamaConfig}[arch]
-    config = config_class(
-        vocab_size=vocab_size,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=max_positions,
-        tie_word_embeddings=False,
-    )
-    torch.manual_seed(seed)
-    return AutoModelForCausalLM.from_config(config).eval()
-
-
-def save_pair(root: Path, *, arch: str = "llama", vocab_size: int = 48) -> tuple[Path, Path]:
-    """Save a base/rl pair of tiny models with the same tokenizer under `root`.
-
-    Llama, not Qwen2: transformers 5's AutoTokenizer maps model_type qwen2 to Qwen2Tokenizer,
-    which cannot hold a word-level tokenizer.
-    """
-    tokenizer = make_tokenizer()
-    paths = []
-    for name, seed in (("base", 0), ("rl", 1)):
-        path = root / name
-        make_model(arch, vocab_size=vocab_size, seed=seed).save_pretrained(path)
-        tokenizer.save_pretrained(path)
-        paths.append(path)
-    return paths[0], paths[1]
+from tinymodels import save_pair
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,7 @@ import json
 
 import polars as pl
 import pytest
-from conftest import make_tokenizer
+from tinymodels import make_tokenizer
 
 from divscope.errors import DivscopeError
 from divscope.io import (

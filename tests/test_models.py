@@ -1,6 +1,6 @@
 import pytest
 import torch
-from conftest import WORDS, make_tokenizer
+from tinymodels import WORDS, make_tokenizer
 
 from divscope.errors import DivscopeError
 from divscope.models import (

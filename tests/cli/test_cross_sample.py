@@ -7,7 +7,7 @@ import json
 import polars as pl
 import pytest
 import torch
-from conftest import WORDS, make_model, make_tokenizer
+from tinymodels import WORDS, make_model, make_tokenizer
 from typer.testing import CliRunner
 
 from divscope.cli import app

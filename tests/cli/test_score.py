@@ -3,7 +3,7 @@ import json
 
 import polars as pl
 import pytest
-from conftest import WORDS, make_model, make_tokenizer
+from tinymodels import WORDS, make_model, make_tokenizer
 from typer.testing import CliRunner
 
 from divscope.cli import app

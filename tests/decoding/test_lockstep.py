@@ -7,7 +7,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 import torch
-from conftest import make_model
+from tinymodels import make_model
 
 from divscope.decoding import DecodeConfig, Lockstep, Request, build_policy, decode
 from divscope.errors import DivscopeError
@@ -160,7 +160,7 @@ def test_switch_bookkeeping(models):
 
 def _scored(models, requests, decoded, config=CONFIG) -> pl.DataFrame:
     """The scoring engine's token table of the emitted sequences."""
-    from conftest import make_tokenizer
+    from tinymodels import make_tokenizer
 
     trajectories = pl.DataFrame(
         {
