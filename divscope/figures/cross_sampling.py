@@ -33,14 +33,13 @@ from divscope.figures.style import (
 
 DEFAULT_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("forward: base samples, RL intervenes", ("forward", "random")),
-    ("reverse: RL samples, base intervenes", ("reverse", "random-reverse")),
+    ("reverse: RL samples, base intervenes", ("reverse",)),
 )
 """Panels of `cross_sampling_curves`: title and the policies drawn in it."""
 POLICY_COLORS = {
     "forward": GREEN,
     "reverse": PURPLE,
     "random": GREY,
-    "random-reverse": GREY,
     "rl-replace": ORANGE,
     "gated": SKY_BLUE,
 }
@@ -123,7 +122,7 @@ def cross_sampling_curves(
             )
             x = [where[b] for b in rows["budget"]]
             color = POLICY_COLORS.get(policy, BLACK)
-            style = ":" if policy.startswith("random") else "-"
+            style = ":" if policy == "random" else "-"
             panel.fill_between(
                 x, rows["accuracy_low"], rows["accuracy_high"], color=color, alpha=0.2, linewidth=0
             )

@@ -51,7 +51,9 @@ class PlotInputs:
     n_boot: int = 1000
     """Bootstrap resamples of every interval."""
     max_samples: int = 20_000
-    """Rows drawn for the figures that show raw values (KDEs, scatter)."""
+    """Tokens per group that the entropy KDEs are fitted on (a seeded sample beyond)."""
+    max_points: int = 5_000
+    """Points drawn in the scatter of `tail_promotion` (a seeded sample beyond)."""
 
 
 @dataclass(frozen=True)
@@ -63,13 +65,14 @@ class FigureSpec:
     needs: Need
     """The input the figure cannot be drawn without."""
     caption: str
-    """What the figure shows, for `index.md`; `{metric}`, `{n}` and `{seed}` are filled in."""
+    """What the figure shows, for `index.md`; `{metric}`, `{n}`, `{points}` and `{seed}` are
+    filled in from the inputs."""
     draw: Callable[[PlotInputs], Figure]
     """Draws the figure from the inputs."""
 
 
-def _tokens(draw: Callable[..., Figure], **options) -> Callable[[PlotInputs], Figure]:
-    return lambda inputs: draw(inputs.tokens, metric=inputs.metric, **options)
+def _tokens(draw: Callable[..., Figure]) -> Callable[[PlotInputs], Figure]:
+    return lambda inputs: draw(inputs.tokens, metric=inputs.metric)
 
 
 FIGURES: dict[str, FigureSpec] = {
@@ -130,9 +133,9 @@ FIGURES: dict[str, FigureSpec] = {
         FigureSpec(
             "tail_promotion", "tokens",
             "Base probability of the RL top-1 token at divergent positions (Fig. 10a/b); panel (b) "
-            "shows at most {n:,} positions drawn at random with seed {seed}.",
+            "shows at most {points:,} positions drawn at random with seed {seed}.",
             lambda i: figures.tail_promotion(
-                i.tokens, metric=i.metric, max_samples=min(i.max_samples, 5_000), seed=i.seed
+                i.tokens, metric=i.metric, max_samples=i.max_points, seed=i.seed
             ),
         ),
         FigureSpec(
@@ -322,7 +325,10 @@ def _save(figure: Figure, path: Path) -> Path:
 
 def _caption(spec: FigureSpec, inputs: PlotInputs) -> str:
     return spec.caption.format(
-        metric=metric_symbol(inputs.metric), n=inputs.max_samples, seed=inputs.seed
+        metric=metric_symbol(inputs.metric),
+        n=inputs.max_samples,
+        points=inputs.max_points,
+        seed=inputs.seed,
     )
 
 
