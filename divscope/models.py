@@ -162,6 +162,17 @@ def _tokens_by_id(tokenizer) -> list[str | None]:
     return tokens
 
 
+def eos_ids(tokenizer, model) -> list[int]:
+    """The tokenizer's EOS id first, then any other EOS ids of the model's generation config."""
+    ids = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+    config = getattr(model, "generation_config", None)
+    extra = getattr(config, "eos_token_id", None)
+    for token_id in extra if isinstance(extra, list) else [extra]:
+        if token_id is not None and token_id not in ids and token_id < len(tokenizer):
+            ids.append(token_id)
+    return ids
+
+
 def context_length(model) -> int | None:
     """The longest sequence the model accepts, when its config says so."""
     return getattr(model.config, "max_position_embeddings", None)

@@ -126,7 +126,7 @@ def cross_sample(
     from divscope.decoding.lockstep import decode
     from divscope.grading import GradeConfig, get_grader, grade_table
     from divscope.io import TokenTableWriter, prompt_token_ids, read_prompts, write_cross_sample
-    from divscope.models import describe_model, load_model
+    from divscope.models import describe_model, eos_ids, load_model
 
     TokenTableWriter.check_target(out, overwrite=overwrite)
     if n < 1:
@@ -155,8 +155,8 @@ def cross_sample(
         name: load_model(paths[name], dtype=dtype, device=device, device_map=device_map)
         for name in needed
     }
-    eos_ids = _eos_ids(tokenizer, next(iter(models.values())))
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
+    eos = eos_ids(tokenizer, next(iter(models.values())))
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos[0]
     keys = frame["prompt_id"].to_list()
 
     parts = []
@@ -175,7 +175,7 @@ def cross_sample(
                 policy,
                 config,
                 vocab=len(tokenizer),
-                eos_ids=eos_ids,
+                eos_ids=eos,
                 pad_id=pad_id,
                 progress=progress,
             )
@@ -217,17 +217,6 @@ def _shared_tokenizer(paths: dict[str, str]):
     for name in names[1:]:
         check_same_tokenizer(tokenizer, load_tokenizer(paths[name]), (names[0], name))
     return tokenizer
-
-
-def _eos_ids(tokenizer, model) -> list[int]:
-    """The tokenizer's EOS id first, then any other EOS ids of the model's generation config."""
-    ids = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
-    config = getattr(model, "generation_config", None)
-    extra = getattr(config, "eos_token_id", None)
-    for token_id in extra if isinstance(extra, list) else [extra]:
-        if token_id is not None and token_id not in ids and token_id < len(tokenizer):
-            ids.append(token_id)
-    return ids
 
 
 def _results_frame(
@@ -372,7 +361,7 @@ def _score_base_samples(
     from divscope.decoding.lockstep import decode
     from divscope.decoding.policies import Base
     from divscope.io import prompt_token_ids, read_prompts
-    from divscope.models import load_model
+    from divscope.models import eos_ids, load_model
     from divscope.scoring.engine import ScoreConfig, score_trajectories
 
     frame = read_prompts(prompts)
@@ -382,14 +371,14 @@ def _score_base_samples(
         name: load_model(path, dtype=dtype, device=device, device_map=device_map)
         for name, path in (("base", base), ("rl", rl))
     }
-    eos_ids = _eos_ids(tokenizer, models["base"])
+    eos = eos_ids(tokenizer, models["base"])
     requests = [
         Request(prompt_id, sample, tuple(ids))
         for prompt_id, ids in zip(frame["prompt_id"].to_list(), prompt_ids, strict=True)
         for sample in range(n)
     ]
     decoded = decode(
-        models, requests, Base(), config, vocab=len(tokenizer), eos_ids=eos_ids,
+        models, requests, Base(), config, vocab=len(tokenizer), eos_ids=eos,
         pad_id=tokenizer.pad_token_id or 0, progress=progress,
     )  # fmt: skip
     trajectories = pl.DataFrame(

@@ -69,7 +69,7 @@ class HFEngine:
 
     def __init__(self, model: Any, tokenizer: Any, sampling: Sampling, batch_size: int) -> None:
         from divscope.decoding import DecodeConfig, build_policy
-        from divscope.decoding.pipeline import _eos_ids
+        from divscope.models import eos_ids
 
         self.model, self.sampling, self.vocab = model, sampling, len(tokenizer)
         self.policy = build_policy("base")
@@ -80,7 +80,7 @@ class HFEngine:
             seed=sampling.seed,
             batch_size=batch_size,
         )
-        self.eos_ids = _eos_ids(tokenizer, model)
+        self.eos_ids = eos_ids(tokenizer, model)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
     def check(self, prompts: Sequence[tuple[str, list[int]]]) -> None:
