@@ -188,9 +188,9 @@ def child(mode: str, root: Path, length: int, out: Path) -> None:
                 logits_r = rl(ids).logits[0]
                 if mode == "forward":
                     continue
-                start, n = len(traj["prompt_ids"]) - 1, len(traj["response_ids"])
-                lb = logits_b[start : start + n, :vocab].float()
-                lr = logits_r[start : start + n, :vocab].float()
+                first, n = len(traj["prompt_ids"]) - 1, len(traj["response_ids"])
+                lb = logits_b[first : first + n, :vocab].float()
+                lr = logits_r[first : first + n, :vocab].float()
                 tokens = torch.tensor(traj["response_ids"])
                 stats = naive_stats(lb, lr, tokens, TOP_P)
                 table = {k: v.numpy() for k, v in stats.items()}

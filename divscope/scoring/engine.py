@@ -13,6 +13,7 @@ distribution given prompt + response[:t], i.e. the output at input index prompt_
 
 from __future__ import annotations
 
+import ctypes
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -175,23 +176,10 @@ class _Plan:
             what="scoring",
         )
         vocab = vocab_size(tokenizer)
+        _check_ids(trajectories, vocab)
         prompts = trajectories["prompt_ids"].to_list()
         responses = trajectories["response_ids"].to_list()
         keys = trajectories.select(TRAJECTORY_KEY).rows()
-        for (prompt_id, sample_id), prompt, response in zip(keys, prompts, responses, strict=True):
-            where = f"prompt_id={prompt_id!r}, sample_id={sample_id!r}"
-            if not prompt or not response:
-                part = "prompt" if not prompt else "response"
-                raise DivscopeError(
-                    f"trajectories: empty {part} for {where}; every trajectory needs at least "
-                    "one prompt token (e.g. BOS) and one response token."
-                )
-            bad = [i for i in (*prompt, *response) if not 0 <= i < vocab]
-            if bad:
-                raise DivscopeError(
-                    f"trajectories: token id {bad[0]} of {where} is outside the tokenizer's "
-                    f"vocabulary [0, {vocab})."
-                )
         # The input is prompt + response[:-1]: the last token's own successor is never needed.
         lengths = [len(p) + len(r) - 1 for p, r in zip(prompts, responses, strict=True)]
         for name, model in (("base", base), ("rl", rl)):
@@ -223,6 +211,30 @@ class _Plan:
         return plan
 
 
+def _check_ids(trajectories: pl.DataFrame, vocab: int) -> None:
+    """Every trajectory has a prompt and a response, all ids inside the vocabulary."""
+    for column in TRAJECTORY_IDS:
+        ids = pl.col(column)
+        bad = trajectories.filter(
+            (ids.list.len() == 0) | (ids.list.min() < 0) | (ids.list.max() >= vocab)
+        )
+        if not bad.height:
+            continue
+        row = bad.row(0, named=True)
+        where = f"prompt_id={row['prompt_id']!r}, sample_id={row['sample_id']!r}"
+        if not row[column]:
+            part = column.removesuffix("_ids")
+            raise DivscopeError(
+                f"trajectories: empty {part} for {where}; every trajectory needs at least "
+                "one prompt token (e.g. BOS) and one response token."
+            )
+        offending = next(i for i in row[column] if not 0 <= i < vocab)
+        raise DivscopeError(
+            f"trajectories: token id {offending} of {where} is outside the tokenizer's "
+            f"vocabulary [0, {vocab})."
+        )
+
+
 def _pack(lengths: list[int], batch_tokens: int) -> list[list[int]]:
     """Greedy batches over rows sorted by length (longest first) whose padded size
     (rows × longest) stays within `batch_tokens`; a longer row runs alone."""
@@ -245,6 +257,7 @@ def _scored_batches(
     stats_config = config.stats
     device = _Head(base, plan.vocab).device
     chunk_rows = config.chunk_rows or _auto_chunk_rows(plan.vocab, device)
+    release_freed_memory = _heap_trimmer() if device.type == "cpu" else lambda: None
     for batch in plan.batches:
         batch = sorted(batch)  # input order within the batch
         prompts = [plan.prompts[i] for i in batch]
@@ -266,7 +279,23 @@ def _scored_batches(
                 fallbacks += stats.fallback_rows
                 for name, value in stats.columns().items():
                     columns.setdefault(name, []).append(value.cpu())
+                del logits_b, logits_r, stats
+                release_freed_memory()
         yield _batch_frame(plan, batch, responses, columns, pieces), fallbacks
+
+
+def _heap_trimmer() -> Callable[[], None]:
+    """`malloc_trim(0)` where the C library is glibc, else a no-op.
+
+    glibc serves the chunk's [rows, V] buffers from its heap, between smaller blocks (topk's
+    per-row work buffers, result tensors); the holes they leave are often not reused, so
+    without trimming after each chunk the peak memory grows with the sequence length.
+    """
+    try:
+        trim = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return lambda: None
+    return lambda: trim(0)
 
 
 def _auto_chunk_rows(vocab: int, device: torch.device) -> int:
