@@ -24,7 +24,7 @@ def build_command(
     """Train base (pretraining), rl (GRPO), rl-step-N and sft from scratch and write them out."""
     from transformers.utils import logging
 
-    from divscope.lab.build import BuildConfig, build
+    from divscope.lab.family import BuildConfig, build
 
     logging.disable_progress_bar()  # one bar per checkpoint load would drown the progress lines
     config = BuildConfig.smoke() if smoke else BuildConfig()

@@ -6,7 +6,7 @@ from typer.testing import CliRunner
 
 from divscope.cli import app
 from divscope.errors import DivscopeError
-from divscope.lab.build import BuildConfig, build
+from divscope.lab.family import BuildConfig, build
 
 
 def test_build_refuses_a_non_empty_directory(tmp_path):

@@ -1,0 +1,39 @@
+"""The miniature RLVR lab: a verifiable task and a tiny base / RL / SFT model family built on CPU.
+
+`build(out_dir, seed)` trains the family from scratch (see `divscope.lab.family`); the task,
+its generator and its verifier live in `divscope.lab.task` and need no torch.
+
+>>> from divscope.lab import Problem, solve
+>>> solve(Problem("start", 14, (3, -5, 4)))
+'plan: backward ; 14 -4 = 10 ; 10 +5 = 15 ; 15 -3 = 12 ; answer: 12'
+"""
+
+import importlib
+
+# name -> module; loaded on first use so that grading with the lab verifier never imports torch.
+_EXPORTS: dict[str, str] = {
+    "BuildConfig": "divscope.lab.family",
+    "GRPOConfig": "divscope.lab.grpo",
+    "ModelConfig": "divscope.lab.model",
+    "PretrainConfig": "divscope.lab.pretrain",
+    "Problem": "divscope.lab.task",
+    "SFTConfig": "divscope.lab.sft",
+    "TaskConfig": "divscope.lab.task",
+    "build": "divscope.lab.family",
+    "build_tokenizer": "divscope.lab.tokenizer",
+    "sample_problem": "divscope.lab.task",
+    "solve": "divscope.lab.task",
+    "verify": "divscope.lab.task",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'divscope.lab' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)
+
+
+def __dir__() -> list[str]:
+    return __all__
