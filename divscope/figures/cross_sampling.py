@@ -23,7 +23,6 @@ from divscope.figures.style import (
     RL_COLOR,
     SINGLE_COLUMN,
     SKY_BLUE,
-    corner_note,
     figure_function,
     legend_below,
     panel_title,
@@ -44,6 +43,7 @@ POLICY_COLORS = {
     "gated": SKY_BLUE,
 }
 UNLIMITED = -1
+BANDS = "shaded: 95% problem-bootstrap intervals"
 
 
 def _budget_label(budget: int) -> str:
@@ -138,10 +138,12 @@ def cross_sampling_curves(
         for handle, label in zip(*panel.get_legend_handles_labels(), strict=True):
             handles.setdefault(label, handle)
     figure.legend(
-        handles.values(), handles.keys(), loc="outside lower center", ncols=min(len(handles), 5)
+        handles.values(),
+        handles.keys(),
+        loc="outside lower center",
+        ncols=min(len(handles), 5),
+        title=BANDS,
     )
-    interval = "95% problem-bootstrap bands"
-    corner_note(axes[-1], interval, loc="lower right")
     return figure
 
 
@@ -216,6 +218,5 @@ def takeover_knee(
     axes.set_xlabel("taken-over tokens (% of generated tokens)")
     axes.set_ylabel("accuracy (mean@n, %)")
     axes.grid(True)
-    legend_below(axes, own_figure=ax is None, ncols=2)
-    corner_note(axes, "95% problem-bootstrap band", loc="upper left")
+    legend_below(axes, own_figure=ax is None, ncols=2, title=BANDS)
     return figure
