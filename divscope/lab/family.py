@@ -108,7 +108,15 @@ def build(
             f"lab build: output directory {str(out_dir)!r} exists and is not empty; "
             "pass a new or empty directory"
         )
+    threads = torch.get_num_threads()
     torch.set_num_threads(config.threads)
+    try:
+        return _build(out_dir, seed, config, log)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _build(out_dir: Path, seed: int, config: BuildConfig, log: Callable[[str], None]) -> dict:
     load_at_start = os.getloadavg()[0]
     started, cpu_started = time.perf_counter(), time.process_time()
     timings: dict[str, dict[str, float]] = {}
@@ -194,6 +202,7 @@ def build(
         "wall_s": time.perf_counter() - started,
         "cpu_s": time.process_time() - cpu_started,
     }
+    sizes = {name: _size(out_dir / name) for name in names}
     report = {
         "seed": seed,
         "config": dataclasses.asdict(config),
@@ -205,8 +214,8 @@ def build(
             "load_avg_1m_end": os.getloadavg()[0],
         },
         "timings": timings,
-        "models": {name: _size(out_dir / name) for name in names},
-        "total_weight_bytes": sum(_size(out_dir / n)["weight_bytes"] for n in names),
+        "models": sizes,
+        "total_weight_bytes": sum(size["weight_bytes"] for size in sizes.values()),
         "eval": accuracies,
     }
     (out_dir / "build.json").write_text(json.dumps(report, indent=2) + "\n")
