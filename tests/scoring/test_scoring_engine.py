@@ -266,3 +266,28 @@ def test_summary_matches_the_table(pair, tokenizer):
     assert dict(summary.js_quantiles)[0.5] == pytest.approx(float(np.quantile(js, 0.5)))
     assert summary.near_zero_js_share == pytest.approx(float((js < 1e-3).mean()))
     assert "tokens/s" in summary.format()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "top_p,temperature,window", [(0.95, 1.3, 100), (1.0, 1.0, 64), (0.5, 0.5, 1024)]
+)
+def test_reference_on_more_trajectories(pair, tokenizer, top_p, temperature, window):
+    """The fast reference test's comparison over more, longer trajectories and settings."""
+    base, rl = pair
+    trajectories = _trajectories(24, seed=8, max_prompt=16, max_response=64)
+    table, _ = _score(
+        trajectories, base, rl, tokenizer, top_p=top_p, temperature=temperature, window=window
+    )
+    skipped = compared = 0
+    for traj in trajectories.iter_rows(named=True):
+        rows = table.filter(
+            (pl.col("prompt_id") == traj["prompt_id"]) & (pl.col("sample_id") == traj["sample_id"])
+        ).to_dicts()
+        logits_b = _reference_logits(base, traj["prompt_ids"], traj["response_ids"])
+        logits_r = _reference_logits(rl, traj["prompt_ids"], traj["response_ids"])
+        for t, (token, row) in enumerate(zip(traj["response_ids"], rows, strict=True)):
+            want, tie = reference_row(logits_b[t], logits_r[t], token, top_p, temperature)
+            skipped += compare(row, want, tie, where=f"{traj['prompt_id']}@{t}")
+            compared += len(DISCRETE_COLUMNS)
+    assert skipped <= 0.05 * compared
