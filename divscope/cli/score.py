@@ -30,8 +30,13 @@ def score(
         int, typer.Option("--batch-tokens", help="Padded tokens per forward batch.")
     ] = 16384,
     chunk_rows: Annotated[
-        int, typer.Option("--chunk-rows", help="Positions per output-head chunk.")
-    ] = 64,
+        int | None,
+        typer.Option(
+            "--chunk-rows",
+            help="Positions per output-head chunk; default: as many as fit a 24 MiB float32 "
+            "[rows, vocab] buffer on CPU (256 MiB on a GPU).",
+        ),
+    ] = None,
     window: Annotated[
         int, typer.Option("--window", help="Sorted top-K window for top-p, top-k and ranks.")
     ] = 1024,
