@@ -2,11 +2,13 @@
 
     python bench/score.py                      # lengths 512 1024 2048 4096; naive at 512 1024
     python bench/score.py --lengths 512 --naive-lengths 512
+    python bench/score.py --lengths 512 --naive-lengths 512 --responses 8   # start-up amortized
 
 A tiny Qwen2 pair with a real-size vocabulary (151,936) is built once in a temporary
 directory. Every measurement is a fresh subprocess (`--child`) that loads the models, scores
-one trajectory (a 64-token prompt and a response of the given length) and writes a Parquet
-table, so wall time and peak RSS (from `os.wait4`) cover the whole process. Three children:
+`--responses` trajectories (default 1; a 64-token prompt and a response of the given length
+each) and writes a Parquet table, so wall time and peak RSS (from `os.wait4`) cover the whole
+process. Three children:
 
 - `engine`: `divscope.scoring.score_trajectories` streaming into `TokenTableWriter`;
 - `naive`:  the way public scripts do it (below): per sequence, the full `[T, V]` float32
@@ -78,21 +80,21 @@ def build_pair(root: Path, vocab: int, logit_scale: float) -> None:
         tokenizer.save_pretrained(root / name)
 
 
-def trajectory(length: int, vocab: int):
-    """One trajectory: a 64-token prompt and a response of `length` tokens (fixed seed)."""
+def trajectory(length: int, vocab: int, responses: int = 1):
+    """`responses` trajectories: a 64-token prompt and a response of `length` tokens each
+    (fixed seeds; the first is the same whatever `responses` is)."""
     import polars as pl
     import torch
 
-    generator = torch.Generator().manual_seed(SEED + length)
-    ids = torch.randint(0, vocab, (PROMPT + length,), generator=generator).tolist()
-    return pl.DataFrame(
-        {
-            "prompt_id": ["bench"],
-            "sample_id": [0],
-            "prompt_ids": [ids[:PROMPT]],
-            "response_ids": [ids[PROMPT:]],
-        }
-    )
+    rows = []
+    for sample in range(responses):
+        generator = torch.Generator().manual_seed(SEED + length + 7919 * sample)
+        ids = torch.randint(0, vocab, (PROMPT + length,), generator=generator).tolist()
+        rows.append(
+            {"prompt_id": "bench", "sample_id": sample, "prompt_ids": ids[:PROMPT],
+             "response_ids": ids[PROMPT:]}
+        )  # fmt: skip
+    return pl.DataFrame(rows)
 
 
 # ---------------------------------------------------------------- the naive path
@@ -153,12 +155,12 @@ def naive_stats(lb, lr, tokens, top_p: float, temperature: float = 1.0) -> dict:
 # ---------------------------------------------------------------- children
 
 
-def child(mode: str, root: Path, length: int, out: Path) -> None:
+def child(mode: str, root: Path, length: int, responses: int, out: Path) -> None:
     import polars as pl
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    frame = trajectory(length, VOCAB)
+    frame = trajectory(length, VOCAB, responses)
     if mode == "engine":
         from divscope.io import TokenTableWriter
         from divscope.models import load_model, load_tokenizer
@@ -195,7 +197,11 @@ def child(mode: str, root: Path, length: int, out: Path) -> None:
                 stats = naive_stats(lb, lr, tokens, TOP_P)
                 table = {k: v.numpy() for k, v in stats.items()}
                 table.update(position=range(n), token_id=traj["response_ids"])
-                rows.append(pl.DataFrame(table).with_columns(prompt_id=pl.lit(traj["prompt_id"])))
+                rows.append(
+                    pl.DataFrame(table).with_columns(
+                        prompt_id=pl.lit(traj["prompt_id"]), sample_id=pl.lit(traj["sample_id"])
+                    )
+                )
         if rows:
             pl.concat(rows).write_parquet(out)
         extra = {}
@@ -206,9 +212,9 @@ def child(mode: str, root: Path, length: int, out: Path) -> None:
 # ---------------------------------------------------------------- parent
 
 
-def run_child(mode: str, root: Path, length: int, out: Path, threads: int) -> dict:
+def run_child(mode: str, root: Path, length: int, responses: int, out: Path, threads: int) -> dict:
     command = [sys.executable, __file__, "--child", mode, "--root", str(root)]
-    command += ["--length", str(length), "--out", str(out)]
+    command += ["--length", str(length), "--responses", str(responses), "--out", str(out)]
     env = os.environ | {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     start = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
@@ -224,8 +230,8 @@ def run_child(mode: str, root: Path, length: int, out: Path, threads: int) -> di
 def agreement(engine_path: Path, naive_path: Path) -> str:
     import polars as pl
 
-    engine = pl.read_parquet(engine_path).sort("position")
-    naive = pl.read_parquet(naive_path).sort("position")
+    engine = pl.read_parquet(engine_path).sort("sample_id", "position")
+    naive = pl.read_parquet(naive_path).sort("sample_id", "position")
     worst = {
         c: float((engine[c].cast(pl.Float64) - naive[c].cast(pl.Float64)).abs().max())
         for c in ("logp_base", "entropy_base", "js_full", "kl_base_rl", "ce_base_rl", "js")
@@ -264,13 +270,19 @@ def main() -> None:
         default=1,
         help="CPU threads per child (default 1: stable on a shared machine, fair to both)",
     )
+    parser.add_argument(
+        "--responses",
+        type=int,
+        default=1,
+        help="responses of each length scored per process (start-up is paid once per process)",
+    )
     parser.add_argument("--child", choices=["engine", "naive", "forward"])
     parser.add_argument("--root", type=Path)
     parser.add_argument("--length", type=int)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.root, args.length, args.out)
+        child(args.child, args.root, args.length, args.responses, args.out)
         return
 
     with tempfile.TemporaryDirectory(prefix="divscope-bench-") as tmp:
@@ -278,14 +290,17 @@ def main() -> None:
         build_pair(root, VOCAB, args.logit_scale)
         print(
             f"tiny Qwen2 pair (hidden 64, 2 layers), vocabulary {VOCAB:,}, prompt {PROMPT}, "
-            f"top-p {TOP_P}, CPU, {args.threads} thread(s) per process, one trajectory per run"
+            f"top-p {TOP_P}, CPU, {args.threads} thread(s) per process, {args.responses} "
+            "response(s) of each length per process"
         )
         results: dict[tuple[str, int], dict] = {}
         for length in args.lengths:
             modes = ["forward", "engine"] + (["naive"] if length in args.naive_lengths else [])
             for mode in modes:
                 out = root / f"{mode}-{length}.parquet"
-                results[mode, length] = run_child(mode, root, length, out, args.threads)
+                results[mode, length] = run_child(
+                    mode, root, length, args.responses, out, args.threads
+                )
                 print(f"  {mode:>7} {length:>5} tokens: {results[mode, length]}", flush=True)
         header = (
             f"{'tokens':>6} | {'naive s':>8} {'engine s':>8} {'forward s':>9} | "
@@ -294,6 +309,7 @@ def main() -> None:
         )
         print("\n" + header + "\n" + "-" * len(header))
         for length in args.lengths:
+            tokens = length * args.responses
             engine, forward = results["engine", length], results["forward", length]
             naive = results.get(("naive", length))
             cells = ["-"] * 5
@@ -303,15 +319,15 @@ def main() -> None:
                     f"{naive['seconds'] / engine['seconds']:.1f}x",
                     f"{naive['peak_mib']:.0f}",
                     f"{engine['peak_mib'] / naive['peak_mib']:.3f}",
-                    f"{1000 * naive['compute_s'] / length:.1f}",
+                    f"{1000 * naive['compute_s'] / tokens:.1f}",
                 ]
             print(
                 f"{length:>6} | {cells[0]:>8} {engine['seconds']:>8.1f} "
                 f"{forward['seconds']:>9.1f} | "
                 f"{cells[1]:>8} {engine['seconds'] / forward['seconds']:>6.2f}x | "
                 f"{cells[2]:>9} {engine['peak_mib']:>10.0f} {cells[3]:>9} | "
-                f"{cells[4]}, {1000 * engine['compute_s'] / length:.1f}, "
-                f"{1000 * forward['compute_s'] / length:.1f}"
+                f"{cells[4]}, {1000 * engine['compute_s'] / tokens:.1f}, "
+                f"{1000 * forward['compute_s'] / tokens:.1f}"
             )
         if {("engine", 1024), ("engine", 4096)} <= results.keys():
             growth = results["engine", 4096]["peak_mib"] - results["engine", 1024]["peak_mib"]
