@@ -80,6 +80,23 @@ CROSS_SAMPLE: dict[str, pl.DataType] = {
     "correct": pl.Boolean(),
 }
 
+# Policy and sampling parameters that `cross-sample` writes after the `CROSS_SAMPLE` columns
+# (null where a policy has no such parameter).
+CROSS_SAMPLE_PARAMS: dict[str, pl.DataType] = {
+    "rate": pl.Float64(),
+    "tau": pl.Float64(),
+    "lam": pl.Float64(),
+    "window": pl.Int32(),
+    "alpha": pl.Float64(),
+    "temperature": pl.Float64(),
+    "top_p": pl.Float64(),
+    "max_new_tokens": pl.Int32(),
+}
+
+# The columns that, with `policy` and `budget`, identify one experimental setting: responses
+# that differ in any of them (null included) are never pooled.
+SETTING_COLUMNS: tuple[str, ...] = ("eps", *CROSS_SAMPLE_PARAMS)
+
 
 def require_columns(
     columns: Iterable[str], required: Iterable[str], *, source: str, what: str = "input"

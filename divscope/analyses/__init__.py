@@ -5,7 +5,11 @@ dataclass: no torch, no printing, no files. `metric` defaults to `js` and accept
 column of the token table. Each statistic is defined here exactly once.
 """
 
-from divscope.analyses.cross_sampling import cross_sampling_curve, pass_at_k_curve
+from divscope.analyses.cross_sampling import (
+    cross_sampling_curve,
+    pass_at_k_curve,
+    setting_labels,
+)
 from divscope.analyses.distribution import (
     Histogram,
     Lorenz,
@@ -100,6 +104,7 @@ __all__ = [
     "response_scores",
     "roc_points",
     "sample_rows",
+    "setting_labels",
     "sparsity",
     "summary",
     "tail_promotion",

@@ -1,6 +1,8 @@
 """Accuracy-vs-budget curves of cross-sampling, and pass@k curves (the paper's Table 1).
 
 Input: cross-sample results, one row per generated response (DESIGN "Cross-sample results").
+A setting is a policy, a budget and the values of the `SETTING_COLUMNS` present (`eps` and the
+policy parameters); responses of different settings are never pooled.
 Accuracy is mean@n: the share of a prompt's responses that are correct, averaged over prompts.
 Every interval resamples prompts with one shared set of bootstrap weights, so the intervals of
 different policies and the recovery's base/RL controls are paired.
@@ -21,6 +23,7 @@ from divscope.analyses.stats import (
     problem_bootstrap_weights,
 )
 from divscope.errors import DivscopeError
+from divscope.schema import SETTING_COLUMNS
 
 CURVE_COLUMNS: tuple[str, ...] = (
     "prompt_id", "policy", "budget", "correct", "n_tokens", "n_switches", "n_effective",
@@ -43,15 +46,20 @@ def cross_sampling_curve(
     seed: int = 0,
     confidence: float = 0.95,
 ) -> pl.DataFrame:
-    """Per policy and budget: accuracy, recovery of the RL gain, and switched-token shares.
+    """Per setting: accuracy, recovery of the RL gain, and switched-token shares.
+
+    A setting is a policy, a budget and the values of every `SETTING_COLUMNS` column present
+    (`eps`, `rate`, `tau`, ...; a null is a value of its own), so a policy run at two `eps`
+    gives two rows per budget.
 
     recovery = (acc − acc_base) / (acc_rl − acc_base), where the controls are the responses of
-    `base_policy` and `rl_policy` (all their budgets pooled) on the same prompts; 0 means no gain
-    over the base model, 1 the full RL accuracy. Ungraded responses (`correct` null) are skipped.
+    `base_policy` and `rl_policy` (all their budgets and settings pooled) on the same prompts;
+    0 means no gain over the base model, 1 the full RL accuracy. Ungraded responses (`correct`
+    null) are skipped.
 
     Args:
         results: cross-sample results with `prompt_id`, `policy`, `budget`, `correct`,
-            `n_tokens`, `n_switches`, `n_effective`.
+            `n_tokens`, `n_switches`, `n_effective`, and optionally setting columns.
         base_policy: the policy name of the base-model control.
         rl_policy: the policy name of the RL-model control.
         n_boot: bootstrap resamples of prompts.
@@ -59,7 +67,9 @@ def cross_sampling_curve(
         confidence: coverage of the intervals.
 
     Returns:
-        One row per (policy, budget), sorted: `policy`, `budget`, `n_prompts`, `n_responses`,
+        One row per setting, sorted by `policy`, the setting columns (nulls last) and
+        `budget`: `policy`, `budget`, the setting columns present in `results` (in
+        `SETTING_COLUMNS` order, with their input types), `n_prompts`, `n_responses`,
         `accuracy`, `accuracy_low`, `accuracy_high`, `recovery`, `recovery_low`,
         `recovery_high` (null without both controls or when they tie), `switch_share_pooled`
         (Σ n_switches / Σ n_tokens), `switch_share_mean` (mean of per-response shares), and
@@ -77,9 +87,11 @@ def cross_sampling_curve(
     lazy = checked_lazy(
         results, CURVE_COLUMNS, what="cross_sampling_curve", source="cross-sample results"
     )
-    graded = lazy.select(CURVE_COLUMNS).drop_nulls("correct")
+    settings = [c for c in SETTING_COLUMNS if c in lazy.collect_schema().names()]
+    keys = ["policy", "budget", *settings]
+    graded = lazy.select(*CURVE_COLUMNS, *settings).drop_nulls("correct")
     per_prompt = (
-        graded.group_by("policy", "budget", "prompt_id")
+        graded.group_by(*keys, "prompt_id")
         .agg(
             pl.col("correct").mean().alias("accuracy"),
             pl.len().alias("n_responses"),
@@ -98,7 +110,8 @@ def cross_sampling_curve(
     weights = problem_bootstrap_weights(len(index), n_boot=n_boot, seed=seed)
 
     def accuracies(policy: str) -> np.ndarray:
-        """Accuracy per prompt of a control policy (budgets pooled), NaN where absent."""
+        """Accuracy per prompt of a control policy (budgets and settings pooled), NaN where
+        absent."""
         control = (
             graded.filter(pl.col("policy") == policy)
             .group_by("prompt_id")
@@ -112,7 +125,7 @@ def cross_sampling_curve(
 
     base, rl = accuracies(base_policy), accuracies(rl_policy)
     rows = []
-    for (policy, budget), cell in per_prompt.group_by("policy", "budget", maintain_order=True):
+    for key, cell in per_prompt.group_by(*keys, maintain_order=True):
         where = np.array([index[p] for p in cell["prompt_id"]])
         accuracy = cell["accuracy"].to_numpy()
         acc = percentile_interval(
@@ -124,8 +137,7 @@ def cross_sampling_curve(
         tokens = cell["tokens"].sum()
         rows.append(
             {
-                "policy": policy,
-                "budget": budget,
+                **dict(zip(keys, key, strict=True)),
                 "n_prompts": cell.height,
                 "n_responses": int(cell["n_responses"].sum()),
                 "accuracy": acc.estimate,
@@ -140,7 +152,47 @@ def cross_sampling_curve(
                 "effective_share_mean": effective_shares.mean(),
             }
         )
-    return pl.DataFrame(rows).sort("policy", "budget")
+    types = {c: per_prompt.schema[c] for c in keys}
+    return pl.DataFrame(rows, schema_overrides=types).sort(
+        "policy", *settings, "budget", nulls_last=True
+    )
+
+
+def setting_labels(curve: pl.DataFrame, *, separator: str = "=") -> pl.Series:
+    """Per row of a curve, the setting columns that vary within its policy, with their values.
+
+    Only the columns of `SETTING_COLUMNS` that take more than one value (null counts as one)
+    among the policy's rows are named, so a policy run at a single setting gets "".
+
+    Args:
+        curve: a frame with `policy` and setting columns, e.g. `cross_sampling_curve`'s.
+        separator: between a column's name and its value.
+
+    Returns:
+        A String series `setting`, aligned with `curve`'s rows.
+
+    >>> curve = pl.DataFrame({"policy": ["forward", "forward", "random"],
+    ...     "eps": [0.01, 0.05, None], "rate": [None, None, 0.1]})
+    >>> setting_labels(curve).to_list()
+    ['eps=0.01', 'eps=0.05', '']
+    """
+    settings = [c for c in SETTING_COLUMNS if c in curve.columns]
+    varying = {
+        policy: [c for c in settings if rows[c].n_unique() > 1]
+        for (policy,), rows in curve.group_by("policy")
+    }
+    labels = [
+        ", ".join(f"{c}{separator}{_format_value(row[c])}" for c in varying[row["policy"]])
+        for row in curve.iter_rows(named=True)
+    ]
+    return pl.Series("setting", labels, dtype=pl.String())
+
+
+def _format_value(value: object) -> str:
+    """A setting value as a label shows it: floats in short form, null as `none`."""
+    if value is None:
+        return "none"
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _recovery(

@@ -19,9 +19,9 @@ from divscope.analyses.cross_sampling import CURVE_COLUMNS, cross_sampling_curve
 from divscope.analyses.failure import response_scores
 from divscope.analyses.tokens import _word_counts
 from divscope.errors import DivscopeError
+from divscope.schema import SETTING_COLUMNS
 
 ENTROPY_COLUMNS: tuple[str, ...] = ("entropy_base", "entropy_rl")
-SETTING_COLUMNS: tuple[str, ...] = ("budget", "eps")
 
 
 @dataclass(frozen=True)
@@ -227,10 +227,11 @@ def failure_roc(tokens: Frame, metric: str = "js", *, top_n: int = 100) -> pl.Da
 
 
 def pooled_controls(results: Frame, controls: Sequence[str] = ("base", "rl")) -> pl.LazyFrame:
-    """Cross-sample results with every budget of the control policies relabelled −1.
+    """Cross-sample results with the control policies' budgets −1 and their settings null.
 
-    `cross_sampling_curve` reports one row per (policy, budget); the single-model controls have
-    no budget, so pooling them gives one reference accuracy per control.
+    `cross_sampling_curve` reports one row per setting (policy, budget, `SETTING_COLUMNS`); the
+    single-model controls have no budget or policy parameter, so pooling them gives one
+    reference accuracy per control, as the recovery uses.
 
     >>> frame = pl.DataFrame({"policy": ["base", "forward"], "budget": [4, 4]})
     >>> pooled_controls(frame).collect()["budget"].to_list()
@@ -238,9 +239,11 @@ def pooled_controls(results: Frame, controls: Sequence[str] = ("base", "rl")) ->
     """
     lazy = checked_lazy(results, ["policy", "budget"], what="pooled_controls", source="results")
     is_control = pl.col("policy").is_in(list(controls))
-    budget_type = lazy.collect_schema()["budget"]
+    schema = lazy.collect_schema()
+    settings = [c for c in SETTING_COLUMNS if c in schema.names()]
     return lazy.with_columns(
-        pl.when(is_control).then(-1).otherwise(pl.col("budget")).cast(budget_type).alias("budget")
+        pl.when(is_control).then(-1).otherwise("budget").cast(schema["budget"]).alias("budget"),
+        *(pl.when(is_control).then(None).otherwise(pl.col(c)).alias(c) for c in settings),
     )
 
 
@@ -251,9 +254,9 @@ class TakeoverKnee:
     policy: str
     """The takeover policy, e.g. `gated`."""
     curve: pl.DataFrame
-    """One row per setting (`budget`, and `eps` when present), sorted by `switch_share`:
+    """One row per setting: `budget` and the `SETTING_COLUMNS` present (`eps`, `tau`, ...),
     `switch_share` (Σ n_switches / Σ n_tokens), `accuracy`, `accuracy_low`, `accuracy_high`,
-    `recovery`, `n_responses`."""
+    `recovery`, `n_responses`; sorted by `switch_share`, then the setting."""
     knee_index: int | None
     """Row of `curve` at the knee; None with fewer than three settings or a flat curve."""
     base_accuracy: float | None
@@ -274,8 +277,8 @@ def takeover_knee(
 ) -> TakeoverKnee:
     """The takeover paper's knee: accuracy vs share of taken-over tokens across settings.
 
-    Each distinct setting of `policy` (its `budget` and, when the column exists, `eps`) is one
-    point, scored with `cross_sampling_curve`. The knee is the Kneedle point of the curve sorted
+    Each setting of `policy` (its `budget` and the `SETTING_COLUMNS` present, as in
+    `cross_sampling_curve`) is one point. The knee is the Kneedle point of the curve sorted
     by takeover share: with share and accuracy rescaled to [0, 1] between the first and the last
     point, the point furthest above the chord (largest accuracy − share).
 
@@ -294,33 +297,19 @@ def takeover_knee(
     Raises:
         DivscopeError: no graded responses of `policy`.
     """
-    lazy = checked_lazy(
-        results, [*CURVE_COLUMNS], what="takeover_knee", source="cross-sample results"
-    )
+    lazy = checked_lazy(results, CURVE_COLUMNS, what="takeover_knee", source="cross-sample results")
     settings = [c for c in SETTING_COLUMNS if c in lazy.collect_schema().names()]
-    chosen = lazy.filter(pl.col("policy") == policy)
-    keys = chosen.select(settings).unique().sort(settings, nulls_last=True).collect()
-    if keys.is_empty():
+    graded = lazy.filter((pl.col("policy") == policy) & pl.col("correct").is_not_null())
+    if graded.select(pl.len()).collect().item() == 0:
+        present = lazy.select(pl.col("policy").unique().sort()).collect()["policy"].to_list()
         raise DivscopeError(
-            f"takeover_knee: no responses of policy {policy!r} in the cross-sample results."
+            f"takeover_knee: no graded responses of policy {policy!r} in the cross-sample "
+            f"results (policies: {', '.join(map(str, present)) or 'none'}); pass `policy=`."
         )
-    # One pseudo-policy per setting, so that one bootstrap pairs every setting and the controls.
-    labelled = keys.with_row_index("setting").with_columns(
-        (pl.lit(f"{policy}#") + pl.col("setting").cast(pl.String)).alias("label")
-    )
-    relabelled = pl.concat(
-        [
-            pooled_controls(lazy.filter(pl.col("policy").is_in([base_policy, rl_policy])))
-            .select(CURVE_COLUMNS)
-            .collect(),
-            chosen.collect()
-            .join(labelled, on=settings, how="inner", nulls_equal=True)
-            .with_columns(pl.col("label").alias("policy"))
-            .select(CURVE_COLUMNS),
-        ]
-    )
+    # The policy and both controls in one curve, so that one bootstrap pairs them all.
+    chosen = lazy.filter(pl.col("policy").is_in([policy, base_policy, rl_policy]))
     curve = cross_sampling_curve(
-        relabelled,
+        pooled_controls(chosen, (base_policy, rl_policy)),
         base_policy=base_policy,
         rl_policy=rl_policy,
         n_boot=n_boot,
@@ -328,10 +317,10 @@ def takeover_knee(
         confidence=confidence,
     )
     points = (
-        curve.join(labelled.rename({"label": "policy"}), on="policy", how="inner")
+        curve.filter(pl.col("policy") == policy)
         .select(
-            *[pl.col(c) for c in settings if c != "budget"],
-            pl.col("budget"),
+            "budget",
+            *settings,
             pl.col("switch_share_pooled").alias("switch_share"),
             "accuracy",
             "accuracy_low",
@@ -339,8 +328,7 @@ def takeover_knee(
             "recovery",
             "n_responses",
         )
-        .select("budget", pl.exclude("budget"))
-        .sort("switch_share", "budget")
+        .sort("switch_share", "budget", *settings, nulls_last=True)
     )
 
     def control(name: str) -> float | None:

@@ -25,7 +25,7 @@ from divscope.analyses.shift import (
 )
 from divscope.analyses.tokens import PlanningEnrichment, planning_enrichment, word_frequencies
 from divscope.errors import DivscopeError
-from divscope.schema import OVERLAP_KS
+from divscope.schema import OVERLAP_KS, SETTING_COLUMNS
 
 SUMMARY_COLUMNS: tuple[str, ...] = (
     "prompt_id", "sample_id", "position", "n_tokens", "token", "entropy_base", "entropy_rl",
@@ -63,7 +63,8 @@ class Summary:
     cross_sampling: pl.DataFrame | None
     """`cross_sampling_curve` of the cross-sample results; None without them."""
     pass_at_k: pl.DataFrame | None
-    """`pass_at_k_curve` of the cross-sample results; None without them."""
+    """`pass_at_k_curve` of the cross-sample results, per setting (as `cross_sampling`); None
+    without them."""
     notes: tuple[str, ...]
     """Why a part was skipped."""
 
@@ -145,7 +146,9 @@ def summary(
     curve = pass_at_k = None
     if cross_sample is not None:
         curve = cross_sampling_curve(cross_sample, n_boot=n_boot, seed=seed)
-        pass_at_k = pass_at_k_curve(cross_sample)
+        names = cross_sample.lazy().collect_schema().names()
+        settings = [c for c in SETTING_COLUMNS if c in names]
+        pass_at_k = pass_at_k_curve(cross_sample, by=("policy", "budget", *settings))
     return Summary(
         metric=metric,
         n_tokens=frame.height,

@@ -43,7 +43,8 @@ def analyze(
 ) -> None:
     """Summarize where the RL model departs from the base: sparsity, concentration, position,
     entropy, top-k overlap, rank reordering, tail promotion, planning words, failure AUROC;
-    with --compare, side-by-side sparsity; with --xs, accuracy and recovery per policy and budget.
+    with --compare, side-by-side sparsity; with --xs, accuracy and recovery per setting (policy,
+    budget, eps and the policy parameters).
     """
     import json
 

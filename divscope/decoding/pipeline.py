@@ -19,20 +19,9 @@ from divscope.decoding.calibration import Calibration, calibrate_table
 from divscope.decoding.lockstep import DecodeConfig, Decoded, Request
 from divscope.decoding.policies import Policy
 from divscope.errors import DivscopeError
+from divscope.schema import CROSS_SAMPLE_PARAMS, SETTING_COLUMNS
 
 DEFAULT_BUDGETS: tuple[int, ...] = (0, 1, 2, 4, 8, 16, 32, 64, -1)
-
-# Policy-parameter columns written next to the cross-sample contract columns.
-PARAM_COLUMNS: dict[str, pl.DataType] = {
-    "rate": pl.Float64(),
-    "tau": pl.Float64(),
-    "lam": pl.Float64(),
-    "window": pl.Int32(),
-    "alpha": pl.Float64(),
-    "temperature": pl.Float64(),
-    "top_p": pl.Float64(),
-    "max_new_tokens": pl.Int32(),
-}
 
 MODEL_FLAGS: dict[str, str] = {
     "base": "--base",
@@ -109,7 +98,7 @@ def cross_sample(
         progress: show progress bars on stderr.
 
     Returns:
-        The results as written (DESIGN "Cross-sample results" plus `PARAM_COLUMNS`).
+        The results as written (DESIGN "Cross-sample results" plus `CROSS_SAMPLE_PARAMS`).
 
     Raises:
         DivscopeError: bad prompts, budgets or grader, a missing model, models that do not
@@ -226,7 +215,7 @@ def _results_frame(
     texts: list[str],
     config: DecodeConfig,
 ) -> pl.DataFrame:
-    params: dict[str, Any] = {c: None for c in PARAM_COLUMNS}
+    params: dict[str, Any] = {c: None for c in CROSS_SAMPLE_PARAMS}
     params |= {"temperature": config.temperature, "top_p": config.top_p}
     params |= {"max_new_tokens": config.max_new_tokens}
     params |= {k: v for k, v in policy.params().items() if k != "eps"}
@@ -252,19 +241,27 @@ def _results_frame(
             "correct": pl.Series([None] * rows, dtype=pl.Boolean()),
         }
     )
-    return frame.with_columns(pl.lit(params[c], dtype=t).alias(c) for c, t in PARAM_COLUMNS.items())
+    return frame.with_columns(
+        pl.lit(params[c], dtype=t).alias(c) for c, t in CROSS_SAMPLE_PARAMS.items()
+    )
 
 
 def summarize(results: pl.DataFrame, *, n_boot: int = 1000, seed: int = 0) -> pl.DataFrame:
-    """The Table-1 summary: per policy and budget, accuracy and recovery with 95% CIs and the
-    switched-token shares (`analyses.cross_sampling.cross_sampling_curve`)."""
+    """The Table-1 summary: per setting (policy, budget, `eps` and the policy parameters),
+    accuracy and recovery with 95% CIs and the switched-token shares
+    (`analyses.cross_sampling.cross_sampling_curve`)."""
     from divscope.analyses.cross_sampling import cross_sampling_curve
 
     return cross_sampling_curve(results, n_boot=n_boot, seed=seed)
 
 
 def format_summary(curve: pl.DataFrame) -> str:
-    """A fixed-width text table of `summarize`'s output."""
+    """A fixed-width text table of `summarize`'s output.
+
+    When some policy was run at several settings, a `setting` column names the setting columns
+    that vary within each policy (e.g. `eps=0.05`); otherwise the table has no such column.
+    """
+    from divscope.analyses.cross_sampling import setting_labels
 
     def interval(row: dict[str, Any], name: str, percent: bool) -> str:
         value, low, high = row[name], row[f"{name}_low"], row[f"{name}_high"]
@@ -277,16 +274,24 @@ def format_summary(curve: pl.DataFrame) -> str:
     def share(value: float | None) -> str:
         return "-" if value is None else f"{100 * value:.2f}%"
 
+    curve = curve.with_columns(setting_labels(curve))
+    longest = curve["setting"].str.len_chars().max() or 0  # 0: one setting per policy
+
+    def setting(text: str) -> str:
+        return f"{text or '-':<{max(longest, len('setting'))}} " if longest else ""
+
     header = (
-        f"{'policy':<11} {'budget':>6} {'n':>6}  {'accuracy [95% CI]':<24} "
-        f"{'recovery [95% CI]':<22} {'switched':>9} {'effective':>9}"
+        f"{'policy':<11} {setting('setting')}{'budget':>6} {'n':>6}  "
+        f"{'accuracy [95% CI]':<24} {'recovery [95% CI]':<22} {'switched':>9} {'effective':>9}"
     )
     lines = [header]
+    settings = [c for c in SETTING_COLUMNS if c in curve.columns]
     unlimited_last = pl.when(pl.col("budget") < 0).then(None).otherwise(pl.col("budget"))
-    for row in curve.sort("policy", unlimited_last, nulls_last=True).iter_rows(named=True):
+    ordered = curve.sort("policy", *settings, unlimited_last, nulls_last=True)
+    for row in ordered.iter_rows(named=True):
         budget = "inf" if row["budget"] < 0 else str(row["budget"])
         lines.append(
-            f"{row['policy']:<11} {budget:>6} {row['n_responses']:>6}  "
+            f"{row['policy']:<11} {setting(row['setting'])}{budget:>6} {row['n_responses']:>6}  "
             f"{interval(row, 'accuracy', True):<24} {interval(row, 'recovery', False):<22} "
             f"{share(row['switch_share_pooled']):>9} {share(row['effective_share_pooled']):>9}"
         )

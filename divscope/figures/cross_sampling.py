@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 from matplotlib.axes import Axes
+from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 
 from divscope import analyses
@@ -29,6 +30,7 @@ from divscope.figures.style import (
     panels,
     percent_axis,
 )
+from divscope.schema import SETTING_COLUMNS
 
 DEFAULT_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("forward: base samples, RL intervenes", ("forward", "random")),
@@ -44,10 +46,18 @@ POLICY_COLORS = {
 }
 UNLIMITED = -1
 BANDS = "shaded: 95% problem-bootstrap intervals"
+SETTING_MARKERS = ("o", "s", "^", "D", "v", "P")
+"""Markers of a policy's successive settings (its lines share the policy's colour)."""
 
 
 def _budget_label(budget: int) -> str:
     return "∞" if budget == UNLIMITED else str(budget)
+
+
+def _shade(color: str, index: int, count: int) -> tuple[float, float, float]:
+    """The policy colour for its `index`-th of `count` settings, lighter for later ones."""
+    towards_white = 0.6 * index / (count - 1) if count > 1 else 0.0
+    return tuple(c + (1 - c) * towards_white for c in to_rgb(color))
 
 
 def _reference_lines(axes: Axes, curve: pl.DataFrame, policy: str, name: str, color: str) -> None:
@@ -79,9 +89,12 @@ def cross_sampling_curves(
 ) -> Figure:
     """Accuracy against the intervention budget, forward and reverse side by side (Figs. 7, 8).
 
-    Each policy is a line with its problem-level bootstrap band; the base and RL controls are
-    dashed lines over their bands; the random-position baseline is grey. Budgets are evenly
-    spaced, with "∞" for an unlimited budget. Panels without any of their policies are left out.
+    Each policy is a line with its problem-level bootstrap band; a policy run at several
+    settings (e.g. two `eps`) gets one line per setting, in lighter shades of its colour,
+    labelled with the setting columns that vary, e.g. "forward (eps 0.05)". The base and RL
+    controls are dashed lines over their bands (all their settings pooled); the
+    random-position baseline is grey. Budgets are evenly spaced, with "∞" for an unlimited
+    budget. Panels without any of their policies are left out.
 
     Args:
         results: cross-sample results (DESIGN contract) with the controls.
@@ -99,6 +112,8 @@ def cross_sampling_curves(
     curve = analyses.cross_sampling_curve(
         pooled, base_policy=base_policy, rl_policy=rl_policy, n_boot=n_boot, seed=seed
     )
+    curve = curve.with_columns(analyses.setting_labels(curve, separator=" "))
+    settings = [c for c in SETTING_COLUMNS if c in curve.columns]
     present = set(curve["policy"])
     drawn = [(title, [p for p in policies if p in present]) for title, policies in groups]
     drawn = [(title, policies) for title, policies in drawn if policies]
@@ -117,16 +132,24 @@ def cross_sampling_curves(
         _reference_lines(panel, curve, base_policy, "base model", BASE_COLOR)
         _reference_lines(panel, curve, rl_policy, "RL model", RL_COLOR)
         for policy in policies:
-            rows = cells.filter(pl.col("policy") == policy).sort(
-                pl.col("budget").replace(UNLIMITED, np.iinfo(np.int32).max)
+            lines = cells.filter(pl.col("policy") == policy).partition_by(
+                settings or "policy", maintain_order=True
             )
-            x = [where[b] for b in rows["budget"]]
-            color = POLICY_COLORS.get(policy, BLACK)
-            style = ":" if policy == "random" else "-"
-            panel.fill_between(
-                x, rows["accuracy_low"], rows["accuracy_high"], color=color, alpha=0.2, linewidth=0
-            )
-            panel.plot(x, rows["accuracy"], marker="o", color=color, linestyle=style, label=policy)
+            for index, line in enumerate(lines):
+                rows = line.sort(pl.col("budget").replace(UNLIMITED, np.iinfo(np.int32).max))
+                x = [where[b] for b in rows["budget"]]
+                color = _shade(POLICY_COLORS.get(policy, BLACK), index, len(lines))
+                setting = rows["setting"][0]
+                low, high = rows["accuracy_low"], rows["accuracy_high"]
+                panel.fill_between(x, low, high, color=color, alpha=0.2, linewidth=0)
+                panel.plot(
+                    x,
+                    rows["accuracy"],
+                    marker=SETTING_MARKERS[index % len(SETTING_MARKERS)],
+                    color=color,
+                    linestyle=":" if policy == "random" else "-",
+                    label=f"{policy} ({setting})" if setting else policy,
+                )
         panel.set_xticks(range(len(budgets)), [_budget_label(b) for b in budgets])
         panel.set_xlabel("intervention budget (max. switched tokens)")
         panel_title(panel, letter, title)

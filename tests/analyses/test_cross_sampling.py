@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from divscope.analyses import cross_sampling_curve, pass_at_k_curve
+from divscope.analyses import cross_sampling_curve, pass_at_k_curve, setting_labels
 from divscope.errors import DivscopeError
 
 
@@ -47,6 +47,85 @@ def test_cross_sampling_curve_hand_computed():
     assert forward["accuracy_low"] <= 0.75 <= forward["accuracy_high"]
     controls = curve.filter(pl.col("policy") != "forward")["recovery"].to_list()
     assert controls == [0.0, 1.0]
+
+
+def test_cross_sampling_curve_without_setting_columns_has_the_old_columns():
+    curve = cross_sampling_curve(results(CONTROLS + FORWARD), n_boot=10)
+    assert curve.columns == [
+        "policy", "budget", "n_prompts", "n_responses", "accuracy", "accuracy_low",
+        "accuracy_high", "recovery", "recovery_low", "recovery_high", "switch_share_pooled",
+        "switch_share_mean", "effective_share_pooled", "effective_share_mean",
+    ]  # fmt: skip
+
+
+def settings_results() -> pl.DataFrame:
+    """Controls (base 0.25, RL 1.0), forward at two eps and random at two rates, budget 2."""
+    rows = [(*row[:3], None, None, *row[3:]) for row in CONTROLS]
+    for policy, eps, rate, correct_a, correct_b in [
+        ("forward", 0.01, None, (True, False), (False, False)),
+        ("forward", 0.05, None, (True, True), (True, False)),
+        ("random", None, 0.1, (False, False), (True, False)),
+        ("random", None, 0.2, (True, True), (True, True)),
+    ]:
+        for prompt, outcomes in (("a", correct_a), ("b", correct_b)):
+            rows += [(prompt, policy, 2, eps, rate, c, 10, 1, 0) for c in outcomes]
+    schema = ["prompt_id", "policy", "budget", "eps", "rate", "correct", "n_tokens"]
+    return pl.DataFrame(rows, schema=[*schema, "n_switches", "n_effective"], orient="row")
+
+
+@pytest.mark.parametrize(
+    "policy,eps,rate,accuracy,recovery",
+    [
+        ("forward", 0.01, None, 0.25, 0.0),  # a: 1/2, b: 0/2
+        ("forward", 0.05, None, 0.75, 2 / 3),  # a: 2/2, b: 1/2
+        ("random", None, 0.1, 0.25, 0.0),  # a: 0/2, b: 1/2
+        ("random", None, 0.2, 1.0, 1.0),  # a: 2/2, b: 2/2
+        ("base", None, None, 0.25, 0.0),
+        ("rl", None, None, 1.0, 1.0),
+    ],
+)
+def test_cross_sampling_curve_keeps_settings_apart(policy, eps, rate, accuracy, recovery):
+    curve = cross_sampling_curve(settings_results(), n_boot=20)
+    row = curve.filter(
+        pl.col("policy") == policy,
+        pl.col("eps").eq_missing(eps),
+        pl.col("rate").eq_missing(rate),
+    ).rows(named=True)
+    assert len(row) == 1
+    assert row[0]["accuracy"] == pytest.approx(accuracy)
+    assert row[0]["recovery"] == pytest.approx(recovery)
+    assert (row[0]["n_prompts"], row[0]["n_responses"]) == (2, 4)
+
+
+def test_cross_sampling_curve_sorts_by_setting_and_keeps_its_types():
+    curve = cross_sampling_curve(settings_results(), n_boot=10)
+    assert curve.columns[:4] == ["policy", "budget", "eps", "rate"]
+    assert curve.select("policy", "eps", "rate").rows() == [
+        ("base", None, None),
+        ("forward", 0.01, None),
+        ("forward", 0.05, None),
+        ("random", None, 0.1),
+        ("random", None, 0.2),
+        ("rl", None, None),
+    ]
+    assert (curve.schema["eps"], curve.schema["rate"]) == (pl.Float64, pl.Float64)
+
+
+@pytest.mark.parametrize(
+    "policies,eps,rate,separator,expected",
+    [
+        (["forward", "forward"], [0.01, 0.05], [None, None], " ", ["eps 0.01", "eps 0.05"]),
+        (["forward", "random"], [0.05, None], [None, 0.1], "=", ["", ""]),
+        (["gated", "gated"], [None, None], [0.1, None], "=", ["rate=0.1", "rate=none"]),
+        (["x", "x", "x"], [1.0, 1.0, 2.0], [0.5, 0.25, 0.5], "=",
+         ["eps=1, rate=0.5", "eps=1, rate=0.25", "eps=2, rate=0.5"]),
+    ],
+)  # fmt: skip
+def test_setting_labels_name_only_what_varies_within_a_policy(
+    policies, eps, rate, separator, expected
+):
+    curve = pl.DataFrame({"policy": policies, "eps": eps, "rate": rate})
+    assert setting_labels(curve, separator=separator).to_list() == expected
 
 
 def test_cross_sampling_curve_is_seeded():

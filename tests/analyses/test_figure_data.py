@@ -100,8 +100,12 @@ def test_failure_roc_needs_both_outcomes():
 
 
 def test_pooled_controls_relabels_only_controls():
-    frame = pl.DataFrame({"policy": ["base", "rl", "gated"], "budget": [2, 8, 8]})
-    assert pooled_controls(frame).collect()["budget"].to_list() == [-1, -1, 8]
+    frame = pl.DataFrame(
+        {"policy": ["base", "rl", "gated"], "budget": [2, 8, 8], "tau": [0.1, 0.2, 0.3]}
+    )
+    pooled = pooled_controls(frame).collect()
+    assert pooled["budget"].to_list() == [-1, -1, 8]
+    assert pooled["tau"].to_list() == [None, None, 0.3]
 
 
 def results_frame(accuracy_by_eps: dict[float, float], n_prompts: int = 20) -> pl.DataFrame:
@@ -132,10 +136,27 @@ def test_takeover_knee_finds_the_saturation_point():
     assert (result.base_accuracy, result.rl_accuracy) == pytest.approx((0.2, 0.8))
 
 
+def test_takeover_knee_keeps_calibrations_apart():
+    # Two gated calibrations at the same budget and eps: two points, not one pooled point.
+    frame = results_frame({2.0: 0.4, 1.0: 0.8}).with_columns(
+        pl.when(pl.col("policy") != "gated")
+        .then(None)
+        .when(pl.col("eps") == 2.0)
+        .then(0.5)
+        .otherwise(0.3)
+        .alias("tau"),
+        pl.when(pl.col("policy") == "gated").then(None).otherwise(pl.col("eps")).alias("eps"),
+    )
+    curve = takeover_knee(frame, n_boot=5).curve
+    assert curve.columns[:3] == ["budget", "eps", "tau"]
+    assert curve["tau"].to_list() == [0.5, 0.3]
+    assert curve["accuracy"].to_list() == pytest.approx([0.4, 0.8])
+
+
 def test_takeover_knee_without_a_knee_and_without_the_policy():
     result = takeover_knee(results_frame({2.0: 0.5, 1.0: 0.6}), n_boot=5)
     assert result.knee_index is None
-    with pytest.raises(DivscopeError, match="no responses of policy 'gated'"):
+    with pytest.raises(DivscopeError, match="no graded responses of policy 'gated'"):
         takeover_knee(results_frame({}), n_boot=5)
 
 

@@ -77,6 +77,17 @@ def test_summary_with_comparison_and_cross_sampling():
     assert result.pass_at_k["k"].to_list() == [1, 2, 4] * 3
 
 
+def test_summary_keeps_cross_sample_settings_apart():
+    frame = cross_sample_results()
+    two_eps = frame.with_columns(
+        pl.when(pl.col("policy") == "forward").then(0.05).alias("eps")
+    ).vstack(frame.filter(policy="forward").with_columns(pl.lit(0.01).alias("eps")))
+    result = summary(token_table(), cross_sample=two_eps, n_boot=10)
+    assert result.cross_sampling.filter(policy="forward")["eps"].to_list() == [0.01, 0.05]
+    forward = result.pass_at_k.filter(policy="forward")
+    assert forward.select("eps", "k").rows() == [(e, k) for e in (0.01, 0.05) for k in (1, 2, 4)]
+
+
 def test_summary_of_an_ungraded_table_notes_the_skipped_auroc():
     frame = token_table().with_columns(pl.lit(None, pl.Boolean).alias("correct"))
     result = summary(frame, n_boot=10)

@@ -159,6 +159,29 @@ def test_cross_sampling_curves_draw_only_panels_with_data(results):
         figures.cross_sampling_curves(results.filter(policy="base"), n_boot=5)
 
 
+def test_cross_sampling_curves_draw_one_labelled_line_per_setting(results):
+    forward = results.filter(pl.col("policy").is_in(["base", "rl", "forward"]))
+    second = forward.filter(policy="forward").with_columns(
+        pl.lit(0.01).alias("eps"), (~pl.col("correct")).alias("correct")
+    )
+    figure = figures.cross_sampling_curves(pl.concat([forward, second]), n_boot=20)
+    lines = {
+        line.get_label(): line.get_ydata()
+        for line in figure.axes[0].lines
+        if line.get_label().startswith("forward")
+    }
+    assert sorted(lines) == ["forward (eps 0.01)", "forward (eps 0.05)"]
+    curve = analyses.cross_sampling_curve(
+        analyses.pooled_controls(pl.concat([forward, second])), n_boot=20
+    )
+    for eps in (0.01, 0.05):
+        expected = curve.filter(policy="forward", eps=eps)
+        expected = expected.sort(pl.col("budget").replace(-1, 99))["accuracy"].to_list()
+        assert list(lines[f"forward (eps {eps:g})"]) == pytest.approx(expected)
+    legend = [t.get_text() for t in figure.legends[0].get_texts()]
+    assert "forward (eps 0.01)" in legend and "forward (eps 0.05)" in legend
+
+
 def test_takeover_knee_marks_the_knee(results):
     figure = figures.takeover_knee(results, n_boot=20)
     labels = [line.get_label() for line in figure.axes[0].lines]
