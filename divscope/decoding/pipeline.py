@@ -269,7 +269,9 @@ def format_summary(curve: pl.DataFrame) -> str:
             return "-"
         if percent:
             return f"{100 * value:.1f}% [{100 * low:.1f}, {100 * high:.1f}]"
-        return f"{value + 0.0:.2f} [{low + 0.0:.2f}, {high + 0.0:.2f}]"  # + 0.0: no "-0.00"
+        # Rounded first, then + 0.0: a value in (-0.005, 0] prints "0.00", never "-0.00".
+        value, low, high = (round(v, 2) + 0.0 for v in (value, low, high))
+        return f"{value:.2f} [{low:.2f}, {high:.2f}]"
 
     def share(value: float | None) -> str:
         return "-" if value is None else f"{100 * value:.2f}%"
