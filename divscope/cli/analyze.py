@@ -7,38 +7,20 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from divscope.cli import options
+
 if TYPE_CHECKING:
     from divscope.analyses import Summary
 
 
 def analyze(
-    tokens: Annotated[
-        Path, typer.Argument(help="Token table: a .parquet file or a directory of part-*.parquet.")
-    ],
+    tokens: options.TokenTable,
     out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the JSON summary.")],
-    compare: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--compare", help="Another token table to compare with, e.g. the SFT control (repeat)."
-        ),
-    ] = None,
-    label: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--label", help="Label of each --compare table, in order (default: its name)."
-        ),
-    ] = None,
-    xs: Annotated[
-        Path | None,
-        typer.Option("--xs", help="Cross-sample results (Parquet or JSONL) for accuracy curves."),
-    ] = None,
-    metric: Annotated[
-        str,
-        typer.Option(
-            "--metric", help="Divergence column: js, js_full, kl_base_rl, kl_rl_base, ce_base_rl."
-        ),
-    ] = "js",
-    n_boot: Annotated[int, typer.Option("--n-boot", min=1, help="Bootstrap resamples.")] = 1000,
+    compare: options.Compare = None,
+    label: options.Label = None,
+    xs: options.CrossSample = None,
+    metric: options.Metric = "js",
+    n_boot: options.NBoot = 1000,
     seed: Annotated[int, typer.Option("--seed", help="Seed of every bootstrap.")] = 0,
 ) -> None:
     """Summarize where the RL model departs from the base: sparsity, concentration, position,
@@ -52,20 +34,12 @@ def analyze(
     from divscope.errors import DivscopeError
     from divscope.io import read_metadata, read_table, scan_token_table
 
-    labels = list(label or [])
-    others = list(compare or [])
-    if len(labels) > len(others):
-        raise DivscopeError(
-            f"--label given {len(labels)} times but --compare only {len(others)} times; "
-            "give one --label per --compare table."
-        )
-    labels += [_name(path) for path in others[len(labels) :]]
-    tables = {name: scan_token_table(path) for name, path in zip(labels, others, strict=True)}
+    tables = options.compared_tables(compare, label)
     result = summary(
         scan_token_table(tokens),
         metric,
-        label=_name(tokens),
-        compare_with=tables,
+        label=options.table_name(tokens),
+        compare_with={name: scan_token_table(path) for name, path in tables.items()},
         cross_sample=read_table(xs) if xs is not None else None,
         n_boot=n_boot,
         seed=seed,
@@ -79,10 +53,6 @@ def analyze(
     out.write_text(json.dumps(document, indent=2) + "\n")
     typer.echo(_format(result, source=tokens))
     typer.echo(f"\nWrote {out}")
-
-
-def _name(path: Path) -> str:
-    return path.stem if path.suffix else path.name
 
 
 def _percent(share: float) -> str:

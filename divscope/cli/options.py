@@ -73,3 +73,51 @@ OptionalRLModel = Annotated[
     typer.Option("--rl", help="RL-fine-tuned model: a local directory or a hub id."),
 ]
 BatchSize = Annotated[int, typer.Option("--batch-size", min=1, help="Sequences decoded together.")]
+TokenTable = Annotated[
+    Path, typer.Argument(help="Token table: a .parquet file or a directory of part-*.parquet.")
+]
+CrossSample = Annotated[
+    Path | None,
+    typer.Option("--xs", help="Cross-sample results (Parquet or JSONL) for accuracy curves."),
+]
+Compare = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--compare", help="Another token table to compare with, e.g. the SFT control (repeat)."
+    ),
+]
+Label = Annotated[
+    list[str] | None,
+    typer.Option("--label", help="Label of each --compare table, in order (default: its name)."),
+]
+Metric = Annotated[
+    str,
+    typer.Option(
+        "--metric", help="Divergence column: js, js_full, kl_base_rl, kl_rl_base, ce_base_rl."
+    ),
+]
+NBoot = Annotated[int, typer.Option("--n-boot", min=1, help="Bootstrap resamples.")]
+
+
+def table_name(path: Path) -> str:
+    """The default label of a token table: its file stem, or its directory's name."""
+    return path.stem if path.suffix else path.name
+
+
+def compared_tables(compare: list[Path] | None, label: list[str] | None) -> dict[str, Path]:
+    """The --compare tables by label: each --label in order, then each table's own name.
+
+    Raises:
+        DivscopeError: more --label than --compare.
+    """
+    from divscope.errors import DivscopeError
+
+    labels = list(label or [])
+    others = list(compare or [])
+    if len(labels) > len(others):
+        raise DivscopeError(
+            f"--label given {len(labels)} times but --compare only {len(others)} times; "
+            "give one --label per --compare table."
+        )
+    labels += [table_name(path) for path in others[len(labels) :]]
+    return dict(zip(labels, others, strict=True))
