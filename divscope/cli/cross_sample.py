@@ -102,33 +102,28 @@ def cross_sample(
     switch_positions, correct) and prints accuracy and recovery with 95% CIs per policy and
     budget. Same --seed, same responses, whatever the batch size.
     """
-    from divscope.decoding import DecodeConfig, build_policy
-    from divscope.decoding.calibration import Calibration
+    from divscope.decoding import DecodeConfig
     from divscope.decoding.pipeline import cross_sample as run
-    from divscope.decoding.pipeline import format_summary, parse_budgets, summarize
-    from divscope.errors import DivscopeError
+    from divscope.decoding.pipeline import (
+        format_summary,
+        parse_budgets,
+        parse_policies,
+        summarize,
+    )
 
     budget_list = parse_budgets(budgets)
-    names = [name.strip() for name in policy.split(",") if name.strip()]
-    if len(set(names)) != len(names):
-        raise DivscopeError(f"--policy {policy!r}: a policy appears twice.")
-    gated_params = {"tau": tau, "lam": lam, "window": window}
-    policies = []
-    for name in names:
-        params = {"eps": eps, "rate": rate, "alpha": alpha, "lam": lam}
-        if name in ("gated", "entropy"):
-            params |= gated_params
-            if calibration is not None:
-                calibrated = Calibration.from_json(calibration)
-                gate = calibrated.gate(name)
-                params |= {
-                    "tau": tau if tau is not None else gate.tau,
-                    "lam": lam if lam is not None else gate.lam,
-                    "window": window if window is not None else calibrated.window,
-                }
-        if name == "rl-replace":
-            params |= {"temperature": replace_temperature, "top_p": replace_top_p}
-        policies.append(build_policy(name, **params))
+    policies = parse_policies(
+        policy,
+        eps=eps,
+        rate=rate,
+        alpha=alpha,
+        tau=tau,
+        lam=lam,
+        window=window,
+        calibration=calibration,
+        replace_temperature=replace_temperature,
+        replace_top_p=replace_top_p,
+    )
     config = DecodeConfig(
         temperature=temperature,
         top_p=top_p,

@@ -54,6 +54,57 @@ def parse_budgets(text: str) -> tuple[int, ...]:
     return budgets
 
 
+def parse_policies(
+    text: str,
+    *,
+    eps: float | None = None,
+    rate: float | None = None,
+    alpha: float | None = None,
+    tau: float | None = None,
+    lam: float | None = None,
+    window: int | None = None,
+    calibration: str | os.PathLike | None = None,
+    replace_temperature: float = 0.6,
+    replace_top_p: float = 0.95,
+) -> list[Policy]:
+    """Parse `--policy`: comma-separated policy names, each built with the parameters it takes.
+
+    `gated` and `entropy` take `tau`, `lam` and `window` from the `calibration` JSON (of
+    `divscope calibrate`) where not given; `rl-replace` samples the base model at
+    `replace_temperature` and `replace_top_p`.
+
+    >>> parse_policies("base, forward", eps=0.05)
+    [Base(), Forward(eps=0.05)]
+
+    Raises:
+        DivscopeError: a policy named twice, an unknown policy, or a parameter that a policy
+            needs missing or out of range (see `build_policy`).
+    """
+    from divscope.decoding.policies import build_policy
+
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if len(set(names)) != len(names):
+        raise DivscopeError(f"--policy {text!r}: a policy appears twice.")
+    calibrated: Calibration | None = None
+    policies = []
+    for name in names:
+        params = {"eps": eps, "rate": rate, "alpha": alpha, "lam": lam}
+        if name in ("gated", "entropy"):
+            params |= {"tau": tau, "lam": lam, "window": window}
+            if calibration is not None:
+                calibrated = calibrated or Calibration.from_json(calibration)
+                gate = calibrated.gate(name)
+                params |= {
+                    "tau": tau if tau is not None else gate.tau,
+                    "lam": lam if lam is not None else gate.lam,
+                    "window": window if window is not None else calibrated.window,
+                }
+        if name == "rl-replace":
+            params |= {"temperature": replace_temperature, "top_p": replace_top_p}
+        policies.append(build_policy(name, **params))
+    return policies
+
+
 def cross_sample(
     prompts: str | os.PathLike,
     *,

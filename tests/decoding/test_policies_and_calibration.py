@@ -7,8 +7,16 @@ import polars as pl
 import pytest
 
 from divscope.decoding.calibration import Calibration, Gate, calibrate_scores, calibrate_table
-from divscope.decoding.pipeline import parse_budgets
-from divscope.decoding.policies import POLICIES, Forward, Gated, RLReplace, build_policy
+from divscope.decoding.pipeline import parse_budgets, parse_policies
+from divscope.decoding.policies import (
+    POLICIES,
+    Base,
+    EntropyGated,
+    Forward,
+    Gated,
+    RLReplace,
+    build_policy,
+)
 from divscope.errors import DivscopeError
 
 
@@ -60,6 +68,29 @@ def test_parse_budgets(text, expected):
 def test_parse_budgets_errors(text):
     with pytest.raises(DivscopeError, match="--budgets"):
         parse_budgets(text)
+
+
+def test_parse_policies(tmp_path):
+    path = tmp_path / "gate.json"
+    gates = {"gated": Gate(tau=2.0, lam=1.5), "entropy": Gate(tau=0.5, lam=3.0)}
+    Calibration(rate=0.1, window=8, gates=gates, n_tokens=10, source="t").to_json(path)
+    policies = parse_policies(
+        " base, rl-replace,gated,entropy ", lam=2.5, calibration=path, replace_top_p=0.9
+    )
+    assert policies == [
+        Base(),
+        RLReplace(temperature=0.6, top_p=0.9),
+        Gated(tau=2.0, lam=2.5, window=8),
+        EntropyGated(tau=0.5, lam=2.5, window=8),
+    ]
+
+
+@pytest.mark.parametrize(
+    "text,message", [("base,rl,base", "a policy appears twice"), ("forward", "needs --eps")]
+)
+def test_parse_policies_errors(text, message):
+    with pytest.raises(DivscopeError, match=message):
+        parse_policies(text)
 
 
 def test_calibration_by_hand():
