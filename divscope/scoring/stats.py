@@ -3,7 +3,9 @@
 `pair_stats` takes the base and RL logits of the same positions (`[n, V]`, already cut to the
 tokenizer's vocabulary) and returns every per-position column of the token table, computed in
 float32 exactly as the README's "Definitions" state. It is shared by the teacher-forced engine
-(row chunks of a batch) and the lockstep decoder (one row per sequence and step).
+(row chunks of a batch) and the lockstep decoder (one row per sequence and step), which also
+takes the few columns it needs per step, computed the same way, from `truncate`,
+`truncated_js`, `entropy_and_cross_entropy` and `top1`.
 
 Top-p, top-k and ranks never sort the vocabulary: they read a sorted top-K window, which is
 exact for every position whose probability is strictly above the window's last one. Rows that
@@ -73,6 +75,19 @@ class Nucleus:
         """Dense membership `[n, V]` for a full probability matrix (e.g. to sample from)."""
         ids = torch.arange(probs.shape[-1], device=probs.device)[None, :]
         return self.contains(ids, probs)
+
+
+@dataclass(frozen=True)
+class Truncated:
+    """A top-p truncated distribution per row, read from a sorted window that holds its nucleus.
+
+    `pair_stats` takes `js` between two of them; the lockstep decoder samples from them.
+    """
+
+    ids: Tensor  # [n, K] int64, token ids in (prob desc, id asc) order
+    sorted_probs: Tensor  # [n, K] float32, their (tempered, untruncated) probabilities
+    probs: Tensor  # [n, V] float32, the whole tempered distribution
+    nucleus: Nucleus
 
 
 @dataclass(frozen=True)
@@ -169,18 +184,39 @@ def top_p_nucleus(probs: Tensor, top_p: float, window: int = 1024) -> Nucleus:
     >>> top_p_nucleus(torch.tensor([[0.25, 0.5, 0.25]]), 0.6).size
     tensor([2])
     """
+    return _truncate_probs(probs, top_p, window).nucleus
+
+
+def truncate(logits: Tensor, config: StatsConfig) -> Truncated:
+    """The top-p truncated distribution of each row of `logits` (`[n, V]`) at the configured
+    temperature, exact. Probabilities are computed as `pair_stats` computes them.
+
+    >>> t = truncate(torch.tensor([[0.0, 1.0, 0.0]]), StatsConfig(top_p=0.5))
+    >>> t.ids[0, : int(t.nucleus.size[0])].tolist()
+    [1]
+    """
+    if config.temperature == 1.0:
+        probs = _log_softmax(logits).exp()  # [n, V]
+    else:
+        probs = torch.softmax(logits.float() / config.temperature, dim=-1)  # [n, V]
+    return _truncate_probs(probs, config.top_p, config.window)
+
+
+def _truncate_probs(probs: Tensor, top_p: float, window: int) -> Truncated:
+    """The top-p truncation of each row of `probs` (`[n, V]`): from a sorted window of `window`
+    when every row's nucleus fits it, else from a full sort of every row."""
     vocab = probs.shape[-1]
-    if top_p >= 1.0:
-        return _full_nucleus(probs)
-    ids, sorted_probs = sorted_window(probs, min(window, vocab))
+    if top_p >= 1.0:  # every token of non-zero probability
+        ids, sorted_probs = sorted_window(probs, vocab)  # [n, V]
+        return Truncated(
+            ids=ids, sorted_probs=sorted_probs, probs=probs, nucleus=_full_nucleus(probs)
+        )
+    ids, sorted_probs = sorted_window(probs, min(max(window, 3), vocab))  # [n, K]
     nucleus = window_nucleus(ids, sorted_probs, top_p)
-    redo = ~window_exact(sorted_probs, nucleus.size, vocab)
-    if redo.any():
-        rows = redo.nonzero().squeeze(-1)
-        exact = window_nucleus(*sorted_window(probs[rows], vocab), top_p)
-        for name in ("size", "mass", "cut_prob", "cut_id"):
-            getattr(nucleus, name)[rows] = getattr(exact, name)
-    return nucleus
+    if not bool(window_exact(sorted_probs, nucleus.size, vocab).all()):
+        ids, sorted_probs = sorted_window(probs, vocab)  # [n, V]
+        nucleus = window_nucleus(ids, sorted_probs, top_p)
+    return Truncated(ids=ids, sorted_probs=sorted_probs, probs=probs, nucleus=nucleus)
 
 
 def _full_nucleus(probs: Tensor) -> Nucleus:
@@ -214,6 +250,11 @@ class _Dense:
     kl_p_q: Tensor
     kl_q_p: Tensor
     js: Tensor
+
+    @property
+    def cross_entropy_p_q(self) -> Tensor:
+        """−Σ p log q = H(p) + KL(p‖q)."""
+        return self.entropy_p + self.kl_p_q
 
 
 def _dense(log_p: Tensor, log_q: Tensor, p: Tensor, q: Tensor) -> _Dense:
@@ -319,7 +360,7 @@ def pair_stats(
         js_full=dense.js,
         kl_base_rl=dense.kl_p_q,
         kl_rl_base=dense.kl_q_p,
-        ce_base_rl=dense.entropy_p + dense.kl_p_q,  # −Σ p_b log p_r = H(p_b) + KL(p_b‖p_r)
+        ce_base_rl=dense.cross_entropy_p_q,
         fallback_rows=fallback_rows,
         **ranked,
     )
@@ -354,10 +395,10 @@ def _ranked_stats(
         nb = window_nucleus(tb_ids, tb_probs, config.top_p)
         nr = window_nucleus(tr_ids, tr_probs, config.top_p)
         exact &= window_exact(tb_probs, nb.size, vocab) & window_exact(tr_probs, nr.size, vocab)
-        out["js"] = 0.5 * (
-            _truncated_kl_to_mixture(tb_ids, tb_probs, nb, tr, nr)
-            + _truncated_kl_to_mixture(tr_ids, tr_probs, nr, tb, nb)
-        ).clamp_min(0.0)
+        out["js"] = truncated_js(
+            Truncated(ids=tb_ids, sorted_probs=tb_probs, probs=tb, nucleus=nb),
+            Truncated(ids=tr_ids, sorted_probs=tr_probs, probs=tr, nucleus=nr),
+        )
         nucleus_base, nucleus_rl = nb.size, nr.size
 
     # Ranks under p_b of the RL model's top-3, by counting: from the base window when the
@@ -391,70 +432,24 @@ def _ranked_stats(
     }
 
 
-def _truncated_kl_to_mixture(
-    ids: Tensor, sorted_probs: Tensor, nucleus: Nucleus, other: Tensor, other_nucleus: Nucleus
-) -> Tensor:
-    """Σ_v q(v)·log(q(v)/m(v)) over this model's nucleus (a prefix of its window), where q and
-    q' are the two renormalized truncated distributions and m = (q + q')/2."""
-    kept = torch.arange(ids.shape[-1], device=ids.device)[None, :] < nucleus.size[:, None]  # [n, K]
-    q = torch.where(kept, sorted_probs / nucleus.mass[:, None], 0.0)  # [n, K]
-    other_p = other.gather(-1, ids)  # [n, K]
-    q_other = torch.where(
-        other_nucleus.contains(ids, other_p), other_p / other_nucleus.mass[:, None], 0.0
-    )  # [n, K]
-    return _kl_to_mixture(q, q_other)
-
-
-# ---------------------------------------------------------------- the lockstep decoder's subset
-
-
-@dataclass(frozen=True)
-class Truncated:
-    """A top-p truncated distribution per row, read from a sorted window that holds its nucleus.
-
-    The same window and nucleus `pair_stats` computes for `js` and `nucleus_*`; the lockstep
-    decoder samples from it and takes the JS of two of them (`truncated_js`).
-    """
-
-    ids: Tensor  # [n, K] int64, token ids in (prob desc, id asc) order
-    sorted_probs: Tensor  # [n, K] float32, their (tempered, untruncated) probabilities
-    probs: Tensor  # [n, V] float32, the whole tempered distribution
-    nucleus: Nucleus
-
-
-def truncate(logits: Tensor, config: StatsConfig) -> Truncated:
-    """The top-p truncated distribution of each row of `logits` (`[n, V]`) at the configured
-    temperature, exact: when a row's nucleus does not fit the window, every row is redone with
-    a full sort. Probabilities are computed as `pair_stats` computes them.
-
-    >>> t = truncate(torch.tensor([[0.0, 1.0, 0.0]]), StatsConfig(top_p=0.5))
-    >>> t.ids[0, : int(t.nucleus.size[0])].tolist()
-    [1]
-    """
-    vocab = logits.shape[-1]
-    if config.temperature == 1.0:
-        probs = _log_softmax(logits).exp()  # [n, V]
-    else:
-        probs = torch.softmax(logits.float() / config.temperature, dim=-1)  # [n, V]
-    if config.top_p >= 1.0:  # every token of non-zero probability
-        ids, sorted_probs = sorted_window(probs, vocab)  # [n, V]
-        nucleus = _full_nucleus(probs)
-        return Truncated(ids=ids, sorted_probs=sorted_probs, probs=probs, nucleus=nucleus)
-    width = min(max(config.window, 3), vocab)
-    ids, sorted_probs = sorted_window(probs, width)  # [n, K]
-    nucleus = window_nucleus(ids, sorted_probs, config.top_p)
-    if not bool(window_exact(sorted_probs, nucleus.size, vocab).all()):
-        ids, sorted_probs = sorted_window(probs, vocab)  # [n, V]
-        nucleus = window_nucleus(ids, sorted_probs, config.top_p)
-    return Truncated(ids=ids, sorted_probs=sorted_probs, probs=probs, nucleus=nucleus)
-
-
 def truncated_js(base: Truncated, rl: Truncated) -> Tensor:
     """JS divergence `[n]` of two truncated, renormalized distributions: the token table's `js`."""
     return 0.5 * (
-        _truncated_kl_to_mixture(base.ids, base.sorted_probs, base.nucleus, rl.probs, rl.nucleus)
-        + _truncated_kl_to_mixture(rl.ids, rl.sorted_probs, rl.nucleus, base.probs, base.nucleus)
+        _truncated_kl_to_mixture(base, rl) + _truncated_kl_to_mixture(rl, base)
     ).clamp_min(0.0)
+
+
+def _truncated_kl_to_mixture(this: Truncated, other: Truncated) -> Tensor:
+    """Σ_v q(v)·log(q(v)/m(v)) over this model's nucleus (a prefix of its window), where q and
+    q' are the two renormalized truncated distributions and m = (q + q')/2."""
+    ids, nucleus = this.ids, this.nucleus
+    kept = torch.arange(ids.shape[-1], device=ids.device)[None, :] < nucleus.size[:, None]  # [n, K]
+    q = torch.where(kept, this.sorted_probs / nucleus.mass[:, None], 0.0)  # [n, K]
+    other_p = other.probs.gather(-1, ids)  # [n, K]
+    q_other = torch.where(
+        other.nucleus.contains(ids, other_p), other_p / other.nucleus.mass[:, None], 0.0
+    )  # [n, K]
+    return _kl_to_mixture(q, q_other)
 
 
 def entropy_and_cross_entropy(logits_base: Tensor, logits_rl: Tensor) -> tuple[Tensor, Tensor]:
@@ -462,7 +457,7 @@ def entropy_and_cross_entropy(logits_base: Tensor, logits_rl: Tensor) -> tuple[T
     computes them."""
     log_pb, log_pr = _log_softmax(logits_base), _log_softmax(logits_rl)  # [n, V]
     dense = _dense(log_pb, log_pr, log_pb.exp(), log_pr.exp())
-    return dense.entropy_p, dense.entropy_p + dense.kl_p_q
+    return dense.entropy_p, dense.cross_entropy_p_q
 
 
 def top1(logits: Tensor) -> Tensor:
