@@ -103,15 +103,25 @@ def write_table(rows: int, directory: Path, seed: int = 0) -> Path:
     return directory
 
 
-def run_command(table: Path, out: Path) -> tuple[float, float, str]:
-    """Run `divscope analyze` in a fresh process: wall seconds, peak RSS in GiB, its output."""
-    command = [sys.executable, "-c", "from divscope.cli import app; app()", "analyze"]
-    command += [str(table), "--out", str(out)]
+def synthetic_or_given(rows: int, table: Path | None, tmp: Path) -> tuple[Path, int]:
+    """`table`, or a new synthetic table of `rows` rows under `tmp`; and its row count."""
+    if table is None:
+        start = time.perf_counter()
+        table = write_table(rows, tmp / "tokens")
+        print(f"wrote {rows:,}-row synthetic table in {time.perf_counter() - start:.1f} s")
+    parts = pl.scan_parquet(sorted(table.glob("part-*.parquet")) if table.is_dir() else table)
+    return table, parts.select(pl.len()).collect().item()
+
+
+def run_command(command: str, *args: str | Path) -> tuple[float, float, str]:
+    """Run `divscope COMMAND ARGS` in a fresh process: wall seconds, peak RSS in GiB, its output."""
+    argv = [sys.executable, "-c", "from divscope.cli import app; app()", command]
+    argv += [str(arg) for arg in args]
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True)
+    done = subprocess.run(argv, capture_output=True, text=True)
     wall = time.perf_counter() - start
     if done.returncode:
-        raise SystemExit(f"divscope analyze failed ({done.returncode}):\n{done.stderr}")
+        raise SystemExit(f"divscope {command} failed ({done.returncode}):\n{done.stderr}")
     peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux
     return wall, peak_kib / 2**20, done.stdout
 
@@ -142,14 +152,8 @@ def main() -> None:
     parser.add_argument("--breakdown", action="store_true", help="also time each analysis")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="divscope-bench-") as tmp:
-        table = args.table
-        if table is None:
-            start = time.perf_counter()
-            table = write_table(args.rows, Path(tmp) / "tokens")
-            print(f"wrote {args.rows:,}-row synthetic table in {time.perf_counter() - start:.1f} s")
-        rows = pl.scan_parquet(sorted(table.glob("part-*.parquet")) if table.is_dir() else table)
-        n = rows.select(pl.len()).collect().item()
-        wall, peak, output = run_command(table, Path(tmp) / "summary.json")
+        table, n = synthetic_or_given(args.rows, args.table, Path(tmp))
+        wall, peak, output = run_command("analyze", table, "--out", Path(tmp) / "summary.json")
         print(output.split("\n\n")[0])
         print(f"\ndivscope analyze on {n:,} rows ({len(os.sched_getaffinity(0))} CPUs)")
         print(

@@ -12,30 +12,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-import polars as pl
-from analyze import write_table  # bench/analyze.py: the shared synthetic token table
+from analyze import run_command, synthetic_or_given  # bench/analyze.py: shared with this bench
 
 TARGET_SECONDS = 120.0
-
-
-def run_command(table: Path, out: Path, formats: str) -> tuple[float, float, str]:
-    """Run `divscope plot` in a fresh process: wall seconds, peak RSS in GiB, its output."""
-    command = [sys.executable, "-c", "from divscope.cli import app; app()", "plot"]
-    command += [str(table), "--out", str(out), "--format", formats, "--overwrite"]
-    start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    if done.returncode:
-        raise SystemExit(f"divscope plot failed ({done.returncode}):\n{done.stderr}")
-    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux
-    return wall, peak_kib / 2**20, done.stdout
 
 
 def main() -> None:
@@ -46,15 +28,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="keep the figures here (default: discarded)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="divscope-bench-") as tmp:
-        table = args.table
-        if table is None:
-            start = time.perf_counter()
-            table = write_table(args.rows, Path(tmp) / "tokens")
-            print(f"wrote {args.rows:,}-row synthetic table in {time.perf_counter() - start:.1f} s")
-        rows = pl.scan_parquet(sorted(table.glob("part-*.parquet")) if table.is_dir() else table)
-        n = rows.select(pl.len()).collect().item()
+        table, n = synthetic_or_given(args.rows, args.table, Path(tmp))
         out = args.out or Path(tmp) / "figures"
-        wall, peak, output = run_command(table, out, args.format)
+        options = ["--out", out, "--format", args.format, "--overwrite"]
+        wall, peak, output = run_command("plot", table, *options)
         print(output.rstrip())
         print(f"\ndivscope plot on {n:,} rows ({len(os.sched_getaffinity(0))} CPUs, {args.format})")
         print(
