@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
 from divscope.analyses._frames import Frame, checked_lazy
@@ -75,6 +76,26 @@ def response_scores(tokens: Frame, metric: str = "js", *, top_n: int = 100) -> p
     )
 
 
+def graded_scores(
+    tokens: Frame, metric: str, *, top_n: int, what: str
+) -> tuple[pl.DataFrame, np.ndarray]:
+    """`response_scores` of the graded responses, and which of them failed (`[n]` bool).
+
+    Raises:
+        DivscopeError: no graded responses, or all of them correct or all wrong (`what` names
+            the caller).
+    """
+    scores = response_scores(tokens, metric, top_n=top_n).drop_nulls("correct")
+    failed = (~scores["correct"]).to_numpy()
+    n_failures = int(failed.sum())
+    if n_failures in (0, scores.height):
+        raise DivscopeError(
+            f"{what}: needs both correct and wrong responses; got {scores.height} graded "
+            f"responses, {n_failures} wrong. Grade the trajectories before scoring."
+        )
+    return scores, failed
+
+
 def failure_auroc(
     tokens: Frame,
     metric: str = "js",
@@ -107,14 +128,8 @@ def failure_auroc(
     >>> result.divergence.estimate, result.entropy.estimate
     (1.0, 0.5)
     """
-    scores = response_scores(tokens, metric, top_n=top_n).drop_nulls("correct")
-    failed = (~scores["correct"]).to_numpy()
+    scores, failed = graded_scores(tokens, metric, top_n=top_n, what="failure_auroc")
     n_failures = int(failed.sum())
-    if n_failures in (0, scores.height):
-        raise DivscopeError(
-            f"failure_auroc: needs both correct and wrong responses; got {scores.height} graded "
-            f"responses, {n_failures} wrong. Grade the trajectories before scoring."
-        )
     prompt_index = scores["prompt_id"].rank("dense").cast(pl.Int64).to_numpy() - 1
     n_prompts = int(prompt_index.max()) + 1
     weights = problem_bootstrap_weights(n_prompts, n_boot=n_boot, seed=seed)[:, prompt_index]

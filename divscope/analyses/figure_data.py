@@ -16,7 +16,7 @@ from scipy.stats import gaussian_kde
 
 from divscope.analyses._frames import Frame, checked_lazy
 from divscope.analyses.cross_sampling import CURVE_COLUMNS, cross_sampling_curve
-from divscope.analyses.failure import response_scores
+from divscope.analyses.failure import graded_scores
 from divscope.analyses.tokens import _word_counts
 from divscope.errors import DivscopeError
 from divscope.schema import SETTING_COLUMNS
@@ -208,13 +208,7 @@ def failure_roc(tokens: Frame, metric: str = "js", *, top_n: int = 100) -> pl.Da
     >>> failure_roc(frame).filter(predictor="js")["true_positive_rate"].to_list()
     [0.0, 1.0, 1.0]
     """
-    scores = response_scores(tokens, metric, top_n=top_n).drop_nulls("correct")
-    failed = (~scores["correct"]).to_numpy()
-    if failed.all() or not failed.any():
-        raise DivscopeError(
-            f"failure_roc: needs both correct and wrong responses; got {scores.height} graded "
-            f"responses, {int(failed.sum())} wrong. Grade the trajectories before scoring."
-        )
+    scores, failed = graded_scores(tokens, metric, top_n=top_n, what="failure_roc")
     frames = []
     for predictor, column in ((metric, "score"), ("entropy_base", "entropy_score")):
         fpr, tpr = roc_points(scores[column].to_numpy(), failed)
