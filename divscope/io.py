@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -82,10 +82,8 @@ def write_table(frame: pl.DataFrame, path: str | os.PathLike, *, overwrite: bool
         DivscopeError: the output exists and `overwrite` is False.
     """
     path = TokenTableWriter.check_target(path, overwrite=overwrite)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _remove(tmp)
-    try:
+
+    def write(tmp: Path) -> None:
         if path.suffix in PARQUET_SUFFIXES:
             frame.write_parquet(tmp, compression="zstd")
         elif path.suffix in JSONL_SUFFIXES:
@@ -93,12 +91,29 @@ def write_table(frame: pl.DataFrame, path: str | os.PathLike, *, overwrite: bool
         else:
             tmp.mkdir()
             frame.write_parquet(tmp / "part-00000.parquet", compression="zstd")
+
+    _write_atomically(path, write)
+    return path
+
+
+def _temporary(path: Path) -> Path:
+    """The hidden name next to `path` that an output is written under before it is complete."""
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
+def _write_atomically(path: Path, write: Callable[[Path], None]) -> None:
+    """Call `write` on `path`'s temporary name, then rename the result to `path` (replacing
+    what was there); if `write` fails, remove the temporary output and leave `path` as it was."""
+    tmp = _temporary(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _remove(tmp)
+    try:
+        write(tmp)
     except BaseException:
         _remove(tmp)
         raise
     _remove(path)
     tmp.rename(path)
-    return path
 
 
 # ---------------------------------------------------------------- trajectories
@@ -209,7 +224,7 @@ class TokenTableWriter:
         self.schema = token_table_arrow_schema(metadata)
         self.rows_per_part = rows_per_part
         self.rows_written = 0
-        self._tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
+        self._tmp = _temporary(self.path)
         self._writer: pq.ParquetWriter | None = None
         self._part_rows = 0
         self._n_parts = 0
@@ -405,19 +420,16 @@ def write_cross_sample(
     require_columns(frame.columns, CROSS_SAMPLE, source="results", what="cross-sample results")
     extra = [c for c in frame.columns if c not in CROSS_SAMPLE]
     frame = frame.select(*(pl.col(c).cast(t) for c, t in CROSS_SAMPLE.items()), *extra)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
+
+    def write(tmp: Path) -> None:
         if path.suffix == ".jsonl":
             frame.write_ndjson(tmp)
         else:
             table = frame.to_arrow()
             meta = {METADATA_KEY: json.dumps(dict(metadata), default=str)}
             pq.write_table(table.replace_schema_metadata(meta), tmp, compression="zstd")
-        _remove(path)
-        tmp.rename(path)
-    finally:
-        _remove(tmp)
+
+    _write_atomically(path, write)
     return path
 
 
