@@ -25,8 +25,20 @@ def make_tokenizer(words: list[str] = WORDS):
     )
 
 
-def make_model(arch: str = "qwen2", vocab_size: int = 44, seed: int = 0, max_positions: int = 64):
-    """A tiny randomly initialized causal LM of a standard architecture, float32, eval mode."""
+def make_model(
+    arch: str = "qwen2",
+    vocab_size: int = 44,
+    seed: int = 0,
+    max_positions: int = 64,
+    *,
+    layers: int = 2,
+    logit_scale: float = 1.0,
+):
+    """A tiny randomly initialized causal LM of a standard architecture, float32, eval mode.
+
+    `logit_scale` multiplies the random output head so that logits spread over several nats,
+    as trained models' do.
+    """
     import torch
     from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
 
@@ -35,14 +47,18 @@ def make_model(arch: str = "qwen2", vocab_size: int = 44, seed: int = 0, max_pos
         vocab_size=vocab_size,
         hidden_size=32,
         intermediate_size=64,
-        num_hidden_layers=2,
+        num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=max_positions,
         tie_word_embeddings=False,
     )
     torch.manual_seed(seed)
-    return AutoModelForCausalLM.from_config(config).eval()
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+    if logit_scale != 1.0:
+        with torch.no_grad():
+            model.get_output_embeddings().weight.mul_(logit_scale)  # [vocab, hidden]
+    return model
 
 
 def save_pair(root: Path, *, arch: str = "llama", vocab_size: int = 48) -> tuple[Path, Path]:

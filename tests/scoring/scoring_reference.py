@@ -1,4 +1,4 @@
-"""A slow, obvious float64 reference of every token-table statistic, and tiny test models.
+"""A slow, obvious float64 reference of every token-table statistic, and tiny-model helpers.
 
 The reference follows the README's definitions literally: full softmax, a full Python sort by
 (prob desc, id asc), counting for ranks, sets for top-k overlaps. It also says, per column,
@@ -162,7 +162,7 @@ def compare(got: dict[str, float], want: dict[str, float], tie: dict[str, bool],
     return skipped
 
 
-# ---------------------------------------------------------------- tiny models and tokenizer
+# ---------------------------------------------------------------- tiny tokenizer and model edits
 
 
 def make_tokenizer(vocab: int):
@@ -173,38 +173,6 @@ def make_tokenizer(vocab: int):
     backend = Tokenizer(models.WordLevel(vocab={f"t{i}": i for i in range(vocab)}, unk_token="t0"))
     backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="t0")
-
-
-def make_model(
-    arch: str,
-    head_rows: int,
-    *,
-    seed: int,
-    layers: int = 2,
-    logit_scale: float = 30.0,
-    max_positions: int = 256,
-):
-    """A tiny float32 causal LM. `logit_scale` multiplies the random head so that logits
-    spread over several nats, as trained models' do."""
-    from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
-
-    config_class = {"qwen2": Qwen2Config, "llama": LlamaConfig}[arch]
-    config = config_class(
-        vocab_size=head_rows,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=max_positions,
-        tie_word_embeddings=False,
-    )
-    torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
-    with torch.no_grad():
-        weight = model.get_output_embeddings().weight  # [rows, d]
-        weight.mul_(logit_scale)
-    return model
 
 
 def tie_rows(model, rows: tuple[int, ...]) -> None:

@@ -10,12 +10,12 @@ from scoring_reference import (
     DISCRETE_COLUMNS,
     FLOAT_COLUMNS,
     compare,
-    make_model,
     make_tokenizer,
     reference_row,
     rl_twin,
     tie_rows,
 )
+from tinymodels import make_model
 
 from divscope.errors import DivscopeError
 from divscope.schema import TOKEN_TABLE
@@ -23,6 +23,7 @@ from divscope.scoring import ScoreConfig, score_trajectories
 
 VOCAB = 301  # tokenizer size: not a multiple of the window (64) or the chunk rows (7)
 HEAD_ROWS = 320  # padded output head; rows 301..319 must be dropped
+CONTEXT = 256  # the models' context length
 # Identical head rows in both models: exact probability ties everywhere. The rows are 64
 # apart because BLAS matrix-vector kernels may round output rows in different lanes differently.
 TIED = (5, 69, 261)
@@ -35,7 +36,7 @@ def tokenizer():
 
 @pytest.fixture(scope="module", params=["qwen2", "llama"])
 def pair(request):
-    base = make_model(request.param, HEAD_ROWS, seed=0, logit_scale=12.0)
+    base = make_model(request.param, HEAD_ROWS, seed=0, max_positions=CONTEXT, logit_scale=12.0)
     rl = rl_twin(base, seed=1)
     for model in (base, rl):
         tie_rows(model, TIED)
@@ -76,6 +77,28 @@ def _reference_logits(model, prompt: list[int], response: list[int]) -> torch.Te
     return logits[len(prompt) - 1 : len(prompt) - 1 + len(response)]  # [T, V]
 
 
+def _compare_with_reference(
+    table: pl.DataFrame, trajectories: pl.DataFrame, base, rl, top_p: float, temperature: float
+) -> tuple[int, int]:
+    """Every row of `table` against the float64 reference (asserting on each column).
+
+    Returns:
+        Discrete values skipped as near-ties, and discrete values compared.
+    """
+    skipped = compared = 0
+    for traj in trajectories.iter_rows(named=True):
+        rows = table.filter(
+            (pl.col("prompt_id") == traj["prompt_id"]) & (pl.col("sample_id") == traj["sample_id"])
+        ).to_dicts()
+        logits_b = _reference_logits(base, traj["prompt_ids"], traj["response_ids"])
+        logits_r = _reference_logits(rl, traj["prompt_ids"], traj["response_ids"])
+        for t, (token, row) in enumerate(zip(traj["response_ids"], rows, strict=True)):
+            want, tie = reference_row(logits_b[t], logits_r[t], token, top_p, temperature)
+            skipped += compare(row, want, tie, where=f"{traj['prompt_id']}/{traj['sample_id']}@{t}")
+            compared += len(DISCRETE_COLUMNS)
+    return skipped, compared
+
+
 @pytest.mark.parametrize(
     "top_p,temperature,batch_tokens,chunk_rows",
     [(0.7, 1.0, 64, 7), (0.9, 0.7, 1, 64)],
@@ -99,17 +122,7 @@ def test_every_column_matches_float64_reference(
     assert table.height == summary.tokens == trajectories["response_ids"].list.len().sum()
     # Both paths ran: rows within the 64-wide window and rows redone with the full sort.
     assert 0 < summary.fallback_rows < summary.tokens
-    skipped = compared = 0
-    for traj in trajectories.iter_rows(named=True):
-        rows = table.filter(
-            (pl.col("prompt_id") == traj["prompt_id"]) & (pl.col("sample_id") == traj["sample_id"])
-        ).to_dicts()
-        logits_b = _reference_logits(base, traj["prompt_ids"], traj["response_ids"])
-        logits_r = _reference_logits(rl, traj["prompt_ids"], traj["response_ids"])
-        for t, (token, row) in enumerate(zip(traj["response_ids"], rows, strict=True)):
-            want, tie = reference_row(logits_b[t], logits_r[t], token, top_p, temperature)
-            skipped += compare(row, want, tie, where=f"{traj['prompt_id']}/{traj['sample_id']}@{t}")
-            compared += len(DISCRETE_COLUMNS)
+    skipped, compared = _compare_with_reference(table, trajectories, base, rl, top_p, temperature)
     assert skipped <= 0.05 * compared
 
 
@@ -163,7 +176,7 @@ def test_divergence_is_attributed_to_the_position_after_the_trigger(tokenizer):
     is TRIGGER: at response position t iff token t − 1 (or the prompt's last token for t = 0)
     is TRIGGER. An off-by-one would show divergence at the trigger itself."""
     trigger = 42
-    base = make_model("qwen2", HEAD_ROWS, seed=3, layers=1)
+    base = make_model("qwen2", HEAD_ROWS, seed=3, max_positions=CONTEXT, layers=1, logit_scale=30.0)
     with torch.no_grad():
         base.model.layers[0].self_attn.o_proj.weight.zero_()
     rl = rl_twin(base, seed=0, noise=0.0)
@@ -279,15 +292,5 @@ def test_reference_on_more_trajectories(pair, tokenizer, top_p, temperature, win
     table, _ = _score(
         trajectories, base, rl, tokenizer, top_p=top_p, temperature=temperature, window=window
     )
-    skipped = compared = 0
-    for traj in trajectories.iter_rows(named=True):
-        rows = table.filter(
-            (pl.col("prompt_id") == traj["prompt_id"]) & (pl.col("sample_id") == traj["sample_id"])
-        ).to_dicts()
-        logits_b = _reference_logits(base, traj["prompt_ids"], traj["response_ids"])
-        logits_r = _reference_logits(rl, traj["prompt_ids"], traj["response_ids"])
-        for t, (token, row) in enumerate(zip(traj["response_ids"], rows, strict=True)):
-            want, tie = reference_row(logits_b[t], logits_r[t], token, top_p, temperature)
-            skipped += compare(row, want, tie, where=f"{traj['prompt_id']}@{t}")
-            compared += len(DISCRETE_COLUMNS)
+    skipped, compared = _compare_with_reference(table, trajectories, base, rl, top_p, temperature)
     assert skipped <= 0.05 * compared
