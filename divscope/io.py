@@ -142,10 +142,7 @@ def read_trajectories(path: str | os.PathLike) -> pl.DataFrame:
     if has_ids:
         casts |= {c: pl.List(pl.Int64()) for c in TRAJECTORY_IDS}
     casts |= {c: t for c, t in TRAJECTORY_OPTIONAL.items() if c in frame.columns}
-    try:
-        frame = frame.with_columns(pl.col(c).cast(t, strict=True) for c, t in casts.items())
-    except Exception as error:
-        raise DivscopeError(f"{source}: a column has the wrong type ({error}).") from error
+    frame = _cast_columns(frame, casts, source=source)
     needed = [*TRAJECTORY_KEY, *(TRAJECTORY_IDS if has_ids else TRAJECTORY_TEXT)]
     for column in needed:
         nulls = frame.filter(pl.col(column).is_null())
@@ -159,6 +156,27 @@ def read_trajectories(path: str | os.PathLike) -> pl.DataFrame:
             f"{source}: duplicate key {_key_of(duplicated.row(0, named=True))}; "
             "(prompt_id, sample_id) must be unique."
         )
+    return frame
+
+
+def _cast_columns(
+    frame: pl.DataFrame, casts: Mapping[str, pl.DataType], *, source: str
+) -> pl.DataFrame:
+    """`frame` with each column of `casts` cast strictly to its type.
+
+    Raises:
+        DivscopeError: naming the first column whose values do not cast, its type and the
+            type expected.
+    """
+    for column, dtype in casts.items():
+        try:
+            frame = frame.with_columns(pl.col(column).cast(dtype, strict=True))
+        except Exception as error:
+            reason = str(error).splitlines()[0]  # polars appends the failing expression
+            raise DivscopeError(
+                f"{source}: column {column!r} has the wrong type: {frame.schema[column]}, "
+                f"expected {dtype} ({reason})."
+            ) from error
     return frame
 
 
@@ -351,10 +369,7 @@ def read_prompts(path: str | os.PathLike) -> pl.DataFrame:
     casts[column] = pl.List(pl.Int64()) if column == PROMPT_IDS else pl.String()
     if "answer" in frame.columns:
         casts["answer"] = pl.String()
-    try:
-        frame = frame.with_columns(pl.col(c).cast(t, strict=True) for c, t in casts.items())
-    except Exception as error:
-        raise DivscopeError(f"{source}: a column has the wrong type ({error}).") from error
+    frame = _cast_columns(frame, casts, source=source)
     for name in (PROMPT_KEY, column):
         nulls = frame.with_row_index().filter(pl.col(name).is_null())
         if nulls.height:

@@ -47,6 +47,10 @@ def test_read_trajectories_jsonl_and_parquet_agree(tmp_path, suffix):
             [{"prompt_id": "a", "sample_id": 0, "prompt": "w1", "response": None}],
             "column 'response' is null",
         ),
+        (
+            [{"prompt_id": "a", "sample_id": "x", "prompt": "w1", "response": "w2"}],
+            "column 'sample_id' has the wrong type: String, expected Int32",
+        ),
     ],
 )
 def test_read_trajectories_rejects_bad_input(tmp_path, rows, message):
