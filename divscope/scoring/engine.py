@@ -255,9 +255,9 @@ def _scored_batches(
     """Yield (token-table frame, full-sort rows) per batch."""
     pieces = _TokenPieces(tokenizer)
     stats_config = config.stats
-    device = _Head(base, plan.vocab).device
-    chunk_rows = config.chunk_rows or _auto_chunk_rows(plan.vocab, device)
-    release_freed_memory = _heap_trimmer() if device.type == "cpu" else lambda: None
+    head_b, head_r = _Head(base, plan.vocab), _Head(rl, plan.vocab)
+    chunk_rows = config.chunk_rows or _auto_chunk_rows(plan.vocab, head_b.device)
+    release_freed_memory = _heap_trimmer() if head_b.device.type == "cpu" else lambda: None
     for batch in plan.batches:
         batch = sorted(batch)  # input order within the batch
         prompts = [plan.prompts[i] for i in batch]
@@ -265,7 +265,6 @@ def _scored_batches(
         with torch.inference_mode():
             hidden_b = _response_hidden(base, prompts, responses)  # [N, d_base]
             hidden_r = _response_hidden(rl, prompts, responses)  # [N, d_rl]
-            head_b, head_r = _Head(base, plan.vocab), _Head(rl, plan.vocab)
             token_ids = torch.tensor(
                 [t for r in responses for t in r], dtype=torch.int64, device=head_b.device
             )  # [N]
