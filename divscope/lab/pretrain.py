@@ -71,6 +71,7 @@ def train_lm(
         model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=weight_decay
     )
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: _lr_factor(s, warmup, steps))
+    log_every = max(steps // 10, 1)
     running = 0.0
     for step in range(1, steps + 1):
         ids, labels = next(batches)
@@ -81,8 +82,8 @@ def train_lm(
         schedule.step()
         optimizer.zero_grad(set_to_none=True)
         running += loss.item()
-        if step % max(steps // 10, 1) == 0:
-            log(f"{name} step {step}/{steps} loss {running / max(steps // 10, 1):.4f}")
+        if step % log_every == 0:
+            log(f"{name} step {step}/{steps} loss {running / log_every:.4f}")
             running = 0.0
     model.eval()
 

@@ -49,7 +49,8 @@ def train_sft(
             order = pairs[:]
             rng.shuffle(order)
             for start in range(0, len(order) - config.batch_size + 1, config.batch_size):
-                yield lm_batch(order[start : start + config.batch_size], tokenizer, False)
+                batch = order[start : start + config.batch_size]
+                yield lm_batch(batch, tokenizer, loss_on_prompt=False)
 
     train_lm(
         model,
