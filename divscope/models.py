@@ -7,11 +7,11 @@ test), but the hub path is the one users run.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Any
 
 from divscope.errors import DivscopeError
 
-DType = Literal["auto", "float32", "bfloat16", "float16"]
 DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
 
 
@@ -176,6 +176,33 @@ def eos_ids(tokenizer, model) -> list[int]:
 def context_length(model) -> int | None:
     """The longest sequence the model accepts, when its config says so."""
     return getattr(model.config, "max_position_embeddings", None)
+
+
+def check_context(
+    prompts: Sequence[tuple[str, Sequence[int]]],
+    max_new_tokens: int,
+    limit: int | None,
+    *,
+    model: str = "the model",
+) -> None:
+    """Raise unless the longest prompt plus `max_new_tokens` fits a context of `limit` tokens.
+
+    `model` names the model in the message (e.g. `the base model`); `limit` None: no limit.
+
+    >>> check_context([("a", [1, 2, 3])], 8, limit=10)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    divscope.errors.DivscopeError: prompt_id='a' has 3 tokens; ... Lower --max-new-tokens to 7.
+    """
+    if limit is None or not prompts:
+        return
+    prompt_id, ids = max(prompts, key=lambda prompt: len(prompt[1]))
+    if len(ids) + max_new_tokens > limit:
+        raise DivscopeError(
+            f"prompt_id={prompt_id!r} has {len(ids)} tokens; with --max-new-tokens "
+            f"{max_new_tokens} it exceeds {model}'s context of {limit}. Lower "
+            f"--max-new-tokens to {max(limit - len(ids), 0)}."
+        )
 
 
 def describe_model(model, name_or_path: str, revision: str | None = None) -> dict[str, Any]:

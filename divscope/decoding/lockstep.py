@@ -21,7 +21,7 @@ from torch import Tensor
 from divscope.decoding.policies import Policy, StepView
 from divscope.decoding.randomness import Stream, uniforms
 from divscope.errors import DivscopeError
-from divscope.models import context_length
+from divscope.models import check_context, context_length
 from divscope.scoring.stats import StatsConfig
 
 
@@ -226,17 +226,9 @@ def _check_lengths(models: Mapping[str, torch.nn.Module], requests, max_new_toke
             raise DivscopeError(
                 f"prompt_id={request.prompt_id!r}: empty prompt; every prompt needs a token."
             )
-    if not requests:
-        return
-    longest = max(requests, key=lambda r: len(r.prompt_ids))
+    prompts = [(r.prompt_id, r.prompt_ids) for r in requests]
     for name, model in models.items():
-        limit = context_length(model)
-        if limit is not None and len(longest.prompt_ids) + max_new_tokens > limit:
-            raise DivscopeError(
-                f"prompt_id={longest.prompt_id!r} has {len(longest.prompt_ids)} tokens; with "
-                f"--max-new-tokens {max_new_tokens} it exceeds the {name} model's context of "
-                f"{limit}. Lower --max-new-tokens to {max(limit - len(longest.prompt_ids), 0)}."
-            )
+        check_context(prompts, max_new_tokens, context_length(model), model=f"the {name} model")
 
 
 def _decode_batch(

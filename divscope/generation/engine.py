@@ -84,7 +84,7 @@ class HFEngine:
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
     def check(self, prompts: Sequence[tuple[str, list[int]]]) -> None:
-        from divscope.models import context_length
+        from divscope.models import check_context, context_length
 
         check_context(prompts, self.sampling.max_new_tokens, context_length(self.model))
 
@@ -130,6 +130,8 @@ class VLLMEngine:
         self.llm = vllm.LLM(model=model, dtype=dtype, seed=sampling.seed)
 
     def check(self, prompts: Sequence[tuple[str, list[int]]]) -> None:
+        from divscope.models import check_context
+
         limit = self.llm.llm_engine.model_config.max_model_len
         check_context(prompts, self.sampling.max_new_tokens, limit)
 
@@ -157,24 +159,3 @@ class VLLMEngine:
             ]
             for output in outputs
         ]
-
-
-def check_context(
-    prompts: Sequence[tuple[str, list[int]]], max_new_tokens: int, limit: int | None
-) -> None:
-    """Raise unless the longest prompt plus `max_new_tokens` fits a context of `limit` tokens.
-
-    >>> check_context([("a", [1, 2, 3])], 8, limit=10)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    divscope.errors.DivscopeError: prompt_id='a' has 3 tokens; ... Lower --max-new-tokens to 7.
-    """
-    if limit is None or not prompts:
-        return
-    prompt_id, ids = max(prompts, key=lambda prompt: len(prompt[1]))
-    if len(ids) + max_new_tokens > limit:
-        raise DivscopeError(
-            f"prompt_id={prompt_id!r} has {len(ids)} tokens; with --max-new-tokens "
-            f"{max_new_tokens} it exceeds the model's context of {limit}. Lower "
-            f"--max-new-tokens to {max(limit - len(ids), 0)}."
-        )
