@@ -369,8 +369,7 @@ def evolution_steps(specs: Sequence[str]) -> dict[int, Path]:
             step, path = int(step_text), Path(path_text)
         else:
             path = Path(spec)
-            stem = path.name.removesuffix(path.suffix) if path.suffix else path.name
-            match = re.search(r"(\d+)$", stem)
+            match = re.search(r"(\d+)$", path.stem)
             if match is None:
                 raise DivscopeError(
                     f"--evolution {spec}: cannot tell the training step; name the table after "
@@ -428,10 +427,9 @@ def plot(
     check_formats(formats)
     check_out(out, overwrite=overwrite)
     frame = scan_token_table(tokens).select(token_columns(metric)).collect(engine="streaming")
-    label = _name(Path(tokens))
     inputs = PlotInputs(
         tokens=frame,
-        label=label,
+        label=Path(tokens).stem,
         compare={name: scan_token_table(path) for name, path in (compare or {}).items()},
         evolution={step: scan_token_table(path) for step, path in (evolution or {}).items()},
         cross_sample=read_table(cross_sample) if cross_sample is not None else None,
@@ -452,7 +450,3 @@ def plot(
         description=description,
         on_figure=on_figure,
     )
-
-
-def _name(path: Path) -> str:
-    return path.stem if path.suffix else path.name
