@@ -22,7 +22,13 @@ import polars as pl
 
 from divscope.errors import DivscopeError
 from divscope.generation.engine import ENGINES, Engine, EngineName, Sampled, Sampling
-from divscope.io import JSONL_SUFFIXES, PARQUET_SUFFIXES, read_table, write_table
+from divscope.io import (
+    JSONL_SUFFIXES,
+    PARQUET_SUFFIXES,
+    TokenTableWriter,
+    read_table,
+    write_table,
+)
 
 MANIFEST = "generate.json"
 
@@ -139,8 +145,8 @@ def generate(
     out = Path(out)
     single_file = out.suffix in (*PARQUET_SUFFIXES, *JSONL_SUFFIXES)
     parts = out.with_name(f".{out.name}.parts") if single_file else out
-    if single_file and out.exists() and not overwrite:
-        raise DivscopeError(f"{out}: output exists; pass --overwrite to replace it.")
+    if single_file:
+        TokenTableWriter.check_target(out, overwrite=overwrite)
     frame = read_prompts(prompts)
     tokenizer = load_tokenizer(model)
     if config.chat_template:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 
 import polars as pl
 
@@ -24,7 +23,7 @@ from divscope.grading.accuracy import mean_at_n
 from divscope.grading.pool import TimeoutPool
 from divscope.grading.registry import get_grader, grader_target
 from divscope.grading.verdict import Verdict
-from divscope.io import read_table, write_table
+from divscope.io import TokenTableWriter, read_table, write_table
 from divscope.schema import require_columns
 
 
@@ -72,7 +71,7 @@ def grade_table(
         verdicts[pair] = (
             _verdict(outcome.value, config.grader)
             if outcome.status == "ok"
-            else (Verdict(False, outcome.error))
+            else Verdict(False, outcome.error)
         )
     graded = [verdicts[pair] for pair in zip(responses, gold, strict=True)]
     return frame.with_columns(
@@ -181,8 +180,7 @@ def grade_file(
     Raises:
         DivscopeError: `out` exists without `overwrite`, or any `grade_table` error.
     """
-    if Path(out).exists() and not overwrite:
-        raise DivscopeError(f"{out}: output exists; pass --overwrite to replace it.")
+    TokenTableWriter.check_target(out, overwrite=overwrite)
     get_grader(config.grader)  # an unknown grader fails before a large input is read
     frame = read_table(source)
     require_columns(frame.columns, ["prompt_id", "response"], source=str(source), what="grading")
