@@ -17,11 +17,10 @@ from scipy.stats import gaussian_kde
 from divscope.analyses._frames import Frame, checked_lazy
 from divscope.analyses.cross_sampling import CURVE_COLUMNS, cross_sampling_curve
 from divscope.analyses.failure import graded_scores
+from divscope.analyses.shift import ENTROPY_COLUMNS, entropy_groups
 from divscope.analyses.tokens import _word_counts
 from divscope.errors import DivscopeError
 from divscope.schema import SETTING_COLUMNS
-
-ENTROPY_COLUMNS: tuple[str, ...] = ("entropy_base", "entropy_rl")
 
 
 @dataclass(frozen=True)
@@ -125,14 +124,13 @@ def entropy_density(
     (20, {'low': 2, 'high': 2})
     """
     lazy = checked_lazy(tokens, [metric, *ENTROPY_COLUMNS], what="entropy_density")
-    groups = {"low": pl.col(metric) < split, "high": pl.col(metric) > split}
     samples = {
         name: sample_rows(
             lazy.filter(condition).select(ENTROPY_COLUMNS).drop_nulls(),
             max_rows=max_samples,
             seed=seed,
         )
-        for name, condition in groups.items()
+        for name, condition in entropy_groups(metric, split).items()
     }
     top = max((float(s.rows.max_horizontal().max() or 0.0) for s in samples.values()), default=0)
     grid = np.linspace(0.0, max(top, 1e-6), points)

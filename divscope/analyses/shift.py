@@ -17,6 +17,16 @@ from divscope.schema import OVERLAP_KS
 DEFAULT_OVERLAP_THRESHOLDS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.2)
 DEFAULT_TAIL_CUTOFFS: tuple[float, ...] = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.05, 0.1, 0.2, 0.5, 1.0)
 RL_TOKENS: tuple[int, ...] = (1, 2, 3)
+ENTROPY_COLUMNS: tuple[str, ...] = ("entropy_base", "entropy_rl")
+
+
+def entropy_groups(metric: str, split: float) -> dict[str, pl.Expr]:
+    """The two token groups of the entropy analyses: low = metric < split, high = metric > split.
+
+    >>> list(entropy_groups("js", 0.1))
+    ['low', 'high']
+    """
+    return {"low": pl.col(metric) < split, "high": pl.col(metric) > split}
 
 
 def entropy_by_divergence(tokens: Frame, metric: str = "js", *, split: float = 0.1) -> pl.DataFrame:
@@ -36,20 +46,17 @@ def entropy_by_divergence(tokens: Frame, metric: str = "js", *, split: float = 0
     >>> entropy_by_divergence(frame)["mean_entropy_rl"].to_list()
     [0.2, 1.0]
     """
-    required = [metric, "entropy_base", "entropy_rl"]
-    lazy = checked_lazy(tokens, required, what="entropy_by_divergence")
-    groups = {"low": pl.col(metric) < split, "high": pl.col(metric) > split}
+    lazy = checked_lazy(tokens, [metric, *ENTROPY_COLUMNS], what="entropy_by_divergence")
+    groups = entropy_groups(metric, split)
     exprs = []
     for name, condition in groups.items():
         exprs.append(condition.sum().cast(pl.Int64).alias(f"{name}|count"))
-        for column in ("entropy_base", "entropy_rl"):
+        for column in ENTROPY_COLUMNS:
             selected = pl.col(column).filter(condition)
             exprs.append(selected.mean().alias(f"{name}|mean_{column}"))
             exprs.append(selected.median().alias(f"{name}|median_{column}"))
     row = lazy.select(exprs).collect().row(0, named=True)
-    fields = ["count"] + [
-        f"{s}_{c}" for c in ("entropy_base", "entropy_rl") for s in ("mean", "median")
-    ]
+    fields = ["count"] + [f"{s}_{c}" for c in ENTROPY_COLUMNS for s in ("mean", "median")]
     return pl.DataFrame(
         [{"group": name, **{f: row[f"{name}|{f}"] for f in fields}} for name in groups],
         schema={"group": pl.String, "count": pl.Int64, **{f: pl.Float64 for f in fields[1:]}},
