@@ -165,8 +165,8 @@ def cross_sample(
     from divscope import __version__
     from divscope.decoding.lockstep import decode
     from divscope.grading import GradeConfig, get_grader, grade_table
-    from divscope.io import TokenTableWriter, prompt_token_ids, read_prompts, write_cross_sample
-    from divscope.models import describe_model, eos_ids, load_model
+    from divscope.io import TokenTableWriter, read_prompts, write_cross_sample
+    from divscope.models import describe_model
 
     TokenTableWriter.check_target(out, overwrite=overwrite)
     if n < 1:
@@ -189,13 +189,9 @@ def cross_sample(
         if paths[name] is None:
             users = ", ".join(p.name for p in policies if name in p.models)
             raise DivscopeError(f"policy {users} needs {MODEL_FLAGS[name]}.")
-    tokenizer = _shared_tokenizer({name: paths[name] for name in needed})
-    prompt_ids = prompt_token_ids(frame, tokenizer, source=str(prompts))
-    models = {
-        name: load_model(paths[name], dtype=dtype, device=device, device_map=device_map)
-        for name in needed
-    }
-    eos = eos_ids(tokenizer, next(iter(models.values())))
+    tokenizer, prompt_ids, models, eos = _load(
+        frame, str(prompts), {name: paths[name] for name in needed}, dtype, device, device_map
+    )
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos[0]
     keys = frame["prompt_id"].to_list()
 
@@ -246,6 +242,28 @@ def cross_sample(
     }
     write_cross_sample(results, out, metadata, overwrite=overwrite)
     return results
+
+
+def _load(
+    frame: pl.DataFrame,
+    source: str,
+    paths: dict[str, str],
+    dtype: str,
+    device: str,
+    device_map: str | None,
+) -> tuple[Any, list[list[int]], dict[str, Any], list[int]]:
+    """The shared tokenizer, the prompts' token ids (checked before any model loads), the
+    models by name and the EOS ids (of the tokenizer and the first model)."""
+    from divscope.io import prompt_token_ids
+    from divscope.models import eos_ids, load_model
+
+    tokenizer = _shared_tokenizer(paths)
+    prompt_ids = prompt_token_ids(frame, tokenizer, source=source)
+    models = {
+        name: load_model(path, dtype=dtype, device=device, device_map=device_map)
+        for name, path in paths.items()
+    }
+    return tokenizer, prompt_ids, models, eos_ids(tokenizer, next(iter(models.values())))
 
 
 def _shared_tokenizer(paths: dict[str, str]):
@@ -418,18 +436,13 @@ def _score_base_samples(
     """The token table of `n` base-policy responses per prompt, scored against the RL model."""
     from divscope.decoding.lockstep import decode
     from divscope.decoding.policies import Base
-    from divscope.io import prompt_token_ids, read_prompts
-    from divscope.models import eos_ids, load_model
+    from divscope.io import read_prompts
     from divscope.scoring.engine import ScoreConfig, score_trajectories
 
     frame = read_prompts(prompts)
-    tokenizer = _shared_tokenizer({"base": base, "rl": rl})
-    prompt_ids = prompt_token_ids(frame, tokenizer, source=str(prompts))
-    models = {
-        name: load_model(path, dtype=dtype, device=device, device_map=device_map)
-        for name, path in (("base", base), ("rl", rl))
-    }
-    eos = eos_ids(tokenizer, models["base"])
+    tokenizer, prompt_ids, models, eos = _load(
+        frame, str(prompts), {"base": base, "rl": rl}, dtype, device, device_map
+    )
     requests = [
         Request(prompt_id, sample, tuple(ids))
         for prompt_id, ids in zip(frame["prompt_id"].to_list(), prompt_ids, strict=True)
