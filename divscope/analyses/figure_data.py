@@ -18,7 +18,7 @@ from divscope.analyses._frames import Frame, checked_lazy
 from divscope.analyses.cross_sampling import CURVE_COLUMNS, cross_sampling_curve
 from divscope.analyses.failure import graded_scores
 from divscope.analyses.shift import ENTROPY_COLUMNS, entropy_groups
-from divscope.analyses.tokens import _word_counts
+from divscope.analyses.tokens import _ranked_words
 from divscope.errors import DivscopeError
 from divscope.schema import SETTING_COLUMNS
 
@@ -398,6 +398,4 @@ def most_frequent_words(tokens: Frame, *, top: int = 3) -> list[str]:
     ['the', 'x']
     """
     lazy = checked_lazy(tokens, ["token"], what="most_frequent_words").select("token")
-    counts = _word_counts(lazy).filter(pl.col("word") != "")
-    ranked = counts.sort(["count", "word"], descending=[True, False]).head(top).collect()
-    return ranked["word"].to_list()
+    return _ranked_words(lazy).head(top).collect()["word"].to_list()

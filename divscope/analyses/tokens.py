@@ -54,6 +54,16 @@ def _word_counts(lazy: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
+def _ranked_words(lazy: pl.LazyFrame) -> pl.LazyFrame:
+    """`_word_counts` without the empty word (pure whitespace), most frequent first, ties by
+    word."""
+    return (
+        _word_counts(lazy)
+        .filter(pl.col("word") != "")
+        .sort(["count", "word"], descending=[True, False])
+    )
+
+
 @dataclass(frozen=True)
 class PlanningEnrichment:
     """Planning words among the most divergent tokens vs among all tokens."""
@@ -145,10 +155,8 @@ def word_frequencies(
     frames = []
     for name, condition in groups.items():
         counts = (
-            _word_counts(lazy.filter(condition))
-            .filter(pl.col("word") != "")
+            _ranked_words(lazy.filter(condition))
             .with_columns((pl.col("count") / pl.col("count").sum()).alias("share"))
-            .sort(["count", "word"], descending=[True, False])
             .head(top)
             .select(pl.lit(name).alias("group"), "word", "count", "share")
         )
