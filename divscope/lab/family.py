@@ -236,13 +236,17 @@ def _split_problems(config: BuildConfig, seed: int) -> tuple[list[Problem], list
     return problems[: config.n_eval_prompts], problems[config.n_eval_prompts :]
 
 
+def _prompt_id(split: str, index: int, n_prompts: int) -> str:
+    """The id of a split's `index`-th prompt, zero-padded to its last index's width: eval-007."""
+    return f"{split}-{index:0{len(str(n_prompts - 1))}d}"
+
+
 def _write_prompts(path: Path, split: str, problems: list[Problem]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    width = len(str(len(problems) - 1))
     with path.open("w") as f:
         for i, p in enumerate(problems):
             row = {
-                "prompt_id": f"{split}-{i:0{width}d}",
+                "prompt_id": _prompt_id(split, i, len(problems)),
                 "prompt": p.prompt,
                 "answer": str(p.answer),
             }
@@ -306,7 +310,6 @@ def _write_trajectories(
     """
     chosen = problems[: config.trajectory_prompts]
     prompts, answers = [p.prompt for p in chosen], [str(p.answer) for p in chosen]
-    width = len(str(config.n_eval_prompts - 1))
     with (out_dir / "trajectories.jsonl").open("w") as f:
         for m, name in enumerate(("base", "rl")):
             _, responses = evaluate(
@@ -326,7 +329,7 @@ def _write_trajectories(
                 for s, response_ids in enumerate(samples):
                     text = tokenizer.decode(response_ids, skip_special_tokens=True)
                     row = {
-                        "prompt_id": f"eval-{i:0{width}d}",
+                        "prompt_id": _prompt_id("eval", i, config.n_eval_prompts),
                         "sample_id": m * config.trajectory_samples + s,
                         "prompt_ids": prompt_ids,
                         "response_ids": response_ids,
