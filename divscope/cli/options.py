@@ -13,7 +13,6 @@ BaseModel = Annotated[
 RLModel = Annotated[
     str, typer.Option("--rl", help="RL-fine-tuned model: a local directory or a hub id.")
 ]
-Out = Annotated[Path, typer.Option("--out", "-o", help="Output path.")]
 Overwrite = Annotated[bool, typer.Option("--overwrite", help="Replace the output if it exists.")]
 DType = Annotated[
     str,
