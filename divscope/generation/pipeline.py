@@ -69,8 +69,12 @@ class GenerateConfig:
             raise DivscopeError(f"--temperature must be > 0, got {self.sampling.temperature}.")
         if not 0 < self.sampling.top_p <= 1:
             raise DivscopeError(f"--top-p must be in (0, 1], got {self.sampling.top_p}.")
-        if self.sampling.max_new_tokens < 1 or self.batch_size < 1:
-            raise DivscopeError("--max-new-tokens and --batch-size must be >= 1.")
+        if self.sampling.max_new_tokens < 1:
+            raise DivscopeError(
+                f"--max-new-tokens must be >= 1, got {self.sampling.max_new_tokens}."
+            )
+        if self.batch_size < 1:
+            raise DivscopeError(f"--batch-size must be >= 1, got {self.batch_size}.")
 
 
 @dataclass(frozen=True)

@@ -156,6 +156,8 @@ def test_bad_input(tiny_pair, tmp_path, rows, config, message):
         ({"sampling": Sampling(n=0)}, "--n must be >= 1"),
         ({"sampling": Sampling(temperature=0.0)}, "--temperature must be > 0"),
         ({"sampling": Sampling(top_p=1.5)}, r"--top-p must be in \(0, 1\]"),
+        ({"sampling": Sampling(max_new_tokens=0)}, "--max-new-tokens must be >= 1, got 0"),
+        ({"batch_size": 0}, "--batch-size must be >= 1, got 0"),
     ],
 )
 def test_bad_config(kwargs, message):
