@@ -90,8 +90,10 @@ class Calibration:
             ) from error
 
 
-def calibrate_scores(scores: np.ndarray, rate: float) -> Gate:
+def calibrate_scores(scores: np.ndarray, rate: float, *, source: str = "calibration") -> Gate:
     """tau and lambda of a dual gate for takeover rate `rate` (see the module docstring).
+
+    `source` names the scores in error messages (e.g. a token table and its column).
 
     Raises:
         DivscopeError: no scores, a rate outside (0, 1), or no score above tau.
@@ -101,13 +103,15 @@ def calibrate_scores(scores: np.ndarray, rate: float) -> Gate:
     scores = np.asarray(scores, dtype=np.float64)
     scores = scores[np.isfinite(scores)]
     if scores.size == 0:
-        raise DivscopeError("calibration: no finite scores to calibrate on.")
+        raise DivscopeError(
+            f"{source}: no finite scores to calibrate on; give a non-empty calibration set."
+        )
     tau = float(np.quantile(scores, 1.0 - rate))
     above = scores[scores > tau]
     mean = float(scores.mean())
     if above.size == 0 or mean <= 0.0:
         raise DivscopeError(
-            f"calibration: no score exceeds tau={tau:.4g} (or the mean score is 0); the "
+            f"{source}: no score exceeds tau={tau:.4g} (or the mean score is 0); the "
             f"calibration set is too small or degenerate for rate {rate}."
         )
     return Gate(tau=tau, lam=float(above.mean()) / mean)
@@ -131,7 +135,9 @@ def calibrate_table(
     require_columns(lazy.collect_schema().names(), columns, source=source, what="calibration")
     frame = lazy.select(columns).collect()
     gates = {
-        policy: calibrate_scores(frame[column].to_numpy(), rate)
+        policy: calibrate_scores(
+            frame[column].to_numpy(), rate, source=f"{source}, column {column!r}"
+        )
         for policy, column in SCORE_COLUMNS.items()
     }
     return Calibration(rate=rate, window=window, gates=gates, n_tokens=frame.height, source=source)

@@ -119,6 +119,9 @@ def test_calibration_errors(tmp_path):
         calibrate_scores(np.ones(4), rate=0.5)
     with pytest.raises(DivscopeError, match="missing column"):
         calibrate_table(pl.DataFrame({"js": [0.1]}), rate=0.1, window=4, source="t")
+    constant = pl.DataFrame({"ce_base_rl": [1.0] * 4, "entropy_base": [1.0] * 4})
+    with pytest.raises(DivscopeError, match="t, column 'ce_base_rl': no score exceeds"):
+        calibrate_table(constant, rate=0.5, window=4, source="t")
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(DivscopeError, match="not a calibration"):
         Calibration.from_json(tmp_path / "bad.json")
