@@ -423,6 +423,8 @@ def plot(
     """
     from divscope.io import read_table, scan_token_table
 
+    # Cheap checks first, so that a typo fails before the tables are read (write_figures
+    # checks again).
     check_names(names)
     check_formats(formats)
     check_out(out, overwrite=overwrite)
