@@ -13,16 +13,15 @@ try:
 except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0.0.0+source"
 
+from divscope._lazy import lazy_exports
 from divscope.errors import DivscopeError
 
-__all__ = ["DivscopeError", "ScoreConfig", "__version__", "score"]
+# The scoring API imports torch; load it on first use so `divscope --help` stays instant.
+_EXPORTS: dict[str, str] = {
+    "ScoreConfig": "divscope.scoring.engine",
+    "score": "divscope.scoring.pipeline",
+}
 
+__all__ = ["DivscopeError", "__version__", *sorted(_EXPORTS)]
 
-def __getattr__(name: str):
-    # The scoring API imports torch; load it on first use so `divscope --help` stays instant.
-    if name in ("score", "ScoreConfig"):
-        from divscope.scoring.engine import ScoreConfig
-        from divscope.scoring.pipeline import score
-
-        return {"score": score, "ScoreConfig": ScoreConfig}[name]
-    raise AttributeError(f"module 'divscope' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _EXPORTS)[0]  # dir() keeps the module's own names

@@ -10,7 +10,7 @@ responses in worker processes with a per-response time limit. `pass_at_k`, `pass
 True
 """
 
-import importlib
+from divscope._lazy import lazy_exports
 
 # name -> module; loaded on first use, so that a grading worker process imports only its grader
 # and the pool, not the analyses (scipy) or Math-Verify (sympy).
@@ -37,12 +37,4 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'divscope.grading' has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -8,7 +8,7 @@ its generator and its verifier live in `divscope.lab.task` and need no torch.
 'plan: backward ; 14 -4 = 10 ; 10 +5 = 15 ; 15 -3 = 12 ; answer: 12'
 """
 
-import importlib
+from divscope._lazy import lazy_exports
 
 # name -> module; loaded on first use so that grading with the lab verifier never imports torch.
 _EXPORTS: dict[str, str] = {
@@ -28,12 +28,4 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'divscope.lab' has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
