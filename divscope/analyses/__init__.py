@@ -6,9 +6,12 @@ column of the token table. Each statistic is defined here exactly once.
 """
 
 from divscope.analyses.cross_sampling import (
+    TakeoverKnee,
     cross_sampling_curve,
     pass_at_k_curve,
+    pooled_controls,
     setting_labels,
+    takeover_knee,
 )
 from divscope.analyses.distribution import (
     Histogram,
@@ -20,26 +23,21 @@ from divscope.analyses.distribution import (
     sparsity,
 )
 from divscope.analyses.evolution import evolution
-from divscope.analyses.failure import FailureAUROC, failure_auroc, response_scores
-from divscope.analyses.figure_data import (
-    EntropyDensity,
-    Sample,
-    TakeoverKnee,
-    entropy_density,
-    example_response,
+from divscope.analyses.failure import (
+    FailureAUROC,
+    failure_auroc,
     failure_roc,
-    high_divergence_sample,
-    most_frequent_words,
-    pooled_controls,
+    response_scores,
     roc_points,
-    sample_rows,
-    takeover_knee,
 )
-from divscope.analyses.position import early_density, positional_profile
+from divscope.analyses.position import early_density, example_response, positional_profile
+from divscope.analyses.sampling import Sample, high_divergence_sample, sample_rows
 from divscope.analyses.shift import (
+    EntropyDensity,
     RankReordering,
     TailPromotion,
     entropy_by_divergence,
+    entropy_density,
     rank_reordering,
     tail_promotion,
     topk_overlap,
@@ -57,6 +55,7 @@ from divscope.analyses.summary import Summary, summary, to_jsonable
 from divscope.analyses.tokens import (
     PLANNING_WORDS,
     PlanningEnrichment,
+    most_frequent_words,
     normalized_token,
     planning_enrichment,
     token_profile,

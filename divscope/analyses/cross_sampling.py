@@ -1,4 +1,4 @@
-"""Accuracy-vs-budget curves of cross-sampling, and pass@k curves (the paper's Table 1).
+"""Accuracy-vs-budget curves of cross-sampling, the takeover knee, and pass@k curves (Table 1).
 
 Input: cross-sample results, one row per generated response (DESIGN "Cross-sample results").
 A setting is a policy, a budget and the values of the `SETTING_COLUMNS` present (`eps` and the
@@ -11,6 +11,7 @@ different policies and the recovery's base/RL controls are paired.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -218,6 +219,133 @@ def _recovery(
             np.nan,
         )
     return percentile_interval((accuracy.mean() - base.mean()) / gap, resamples, confidence)
+
+
+def pooled_controls(results: Frame, controls: Sequence[str] = ("base", "rl")) -> pl.LazyFrame:
+    """Cross-sample results with the control policies' budgets −1 and their settings null.
+
+    `cross_sampling_curve` reports one row per setting (policy, budget, `SETTING_COLUMNS`); the
+    single-model controls have no budget or policy parameter, so pooling them gives one
+    reference accuracy per control, as the recovery uses.
+
+    >>> frame = pl.DataFrame({"policy": ["base", "forward"], "budget": [4, 4]})
+    >>> pooled_controls(frame).collect()["budget"].to_list()
+    [-1, 4]
+    """
+    lazy = checked_lazy(results, ["policy", "budget"], what="pooled_controls", source="results")
+    is_control = pl.col("policy").is_in(list(controls))
+    schema = lazy.collect_schema()
+    settings = [c for c in SETTING_COLUMNS if c in schema.names()]
+    return lazy.with_columns(
+        pl.when(is_control).then(-1).otherwise("budget").cast(schema["budget"]).alias("budget"),
+        *(pl.when(is_control).then(None).otherwise(pl.col(c)).alias(c) for c in settings),
+    )
+
+
+@dataclass(frozen=True)
+class TakeoverKnee:
+    """Accuracy against the share of taken-over tokens, and where extra takeovers stop paying."""
+
+    policy: str
+    """The takeover policy, e.g. `gated`."""
+    curve: pl.DataFrame
+    """One row per setting: `budget` and the `SETTING_COLUMNS` present (`eps`, `tau`, ...),
+    `switch_share` (Σ n_switches / Σ n_tokens), `accuracy`, `accuracy_low`, `accuracy_high`,
+    `recovery`, `n_responses`; sorted by `switch_share`, then the setting."""
+    knee_index: int | None
+    """Row of `curve` at the knee; None with fewer than three settings or a flat curve."""
+    base_accuracy: float | None
+    """Accuracy of the base control (None when absent)."""
+    rl_accuracy: float | None
+    """Accuracy of the RL control (None when absent)."""
+
+
+def takeover_knee(
+    results: Frame,
+    policy: str = "gated",
+    *,
+    base_policy: str = "base",
+    rl_policy: str = "rl",
+    n_boot: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> TakeoverKnee:
+    """The takeover paper's knee: accuracy vs share of taken-over tokens across settings.
+
+    Each setting of `policy` (its `budget` and the `SETTING_COLUMNS` present, as in
+    `cross_sampling_curve`) is one point. The knee is the Kneedle point of the curve sorted
+    by takeover share: with share and accuracy rescaled to [0, 1] between the first and the last
+    point, the point furthest above the chord (largest accuracy − share).
+
+    Args:
+        results: cross-sample results (DESIGN contract), holding `policy` rows and the controls.
+        policy: the takeover policy.
+        base_policy: the base-model control.
+        rl_policy: the RL-model control.
+        n_boot: bootstrap resamples of prompts.
+        seed: seed of the bootstrap.
+        confidence: coverage of the intervals.
+
+    Returns:
+        A `TakeoverKnee`.
+
+    Raises:
+        DivscopeError: no graded responses of `policy`.
+    """
+    lazy = checked_lazy(results, CURVE_COLUMNS, what="takeover_knee", source="cross-sample results")
+    settings = [c for c in SETTING_COLUMNS if c in lazy.collect_schema().names()]
+    graded = lazy.filter((pl.col("policy") == policy) & pl.col("correct").is_not_null())
+    if graded.select(pl.len()).collect().item() == 0:
+        present = lazy.select(pl.col("policy").unique().sort()).collect()["policy"].to_list()
+        raise DivscopeError(
+            f"takeover_knee: no graded responses of policy {policy!r} in the cross-sample "
+            f"results (policies: {', '.join(map(str, present)) or 'none'}); pass `policy=`."
+        )
+    # The policy and both controls in one curve, so that one bootstrap pairs them all.
+    chosen = lazy.filter(pl.col("policy").is_in([policy, base_policy, rl_policy]))
+    curve = cross_sampling_curve(
+        pooled_controls(chosen, (base_policy, rl_policy)),
+        base_policy=base_policy,
+        rl_policy=rl_policy,
+        n_boot=n_boot,
+        seed=seed,
+        confidence=confidence,
+    )
+    points = (
+        curve.filter(pl.col("policy") == policy)
+        .select(
+            "budget",
+            *settings,
+            pl.col("switch_share_pooled").alias("switch_share"),
+            "accuracy",
+            "accuracy_low",
+            "accuracy_high",
+            "recovery",
+            "n_responses",
+        )
+        .sort("switch_share", "budget", *settings, nulls_last=True)
+    )
+
+    def control(name: str) -> float | None:
+        rows = curve.filter(pl.col("policy") == name)
+        return float(rows["accuracy"][0]) if rows.height else None
+
+    return TakeoverKnee(
+        policy=policy,
+        curve=points,
+        knee_index=_kneedle(points["switch_share"].to_numpy(), points["accuracy"].to_numpy()),
+        base_accuracy=control(base_policy),
+        rl_accuracy=control(rl_policy),
+    )
+
+
+def _kneedle(x: np.ndarray, y: np.ndarray) -> int | None:
+    """Index of the point furthest above the chord of an increasing curve, rescaled to [0, 1]."""
+    if x.size < 3 or x[-1] == x[0] or y[-1] == y[0]:
+        return None
+    gain = (y - y[0]) / (y[-1] - y[0]) - (x - x[0]) / (x[-1] - x[0])
+    index = int(np.argmax(gain))
+    return index if gain[index] > 0 else None
 
 
 def pass_at_k_curve(

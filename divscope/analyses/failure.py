@@ -2,7 +2,8 @@
 
 Each response is scored by the mean of its `top_n` largest divergence values; the AUROC of that
 score for `correct == False` is compared with the same statistic of base entropy. Intervals come
-from the problem-level bootstrap (responses to one prompt are resampled together).
+from the problem-level bootstrap (responses to one prompt are resampled together); `failure_roc`
+gives the ROC curves whose areas these AUROCs are.
 """
 
 from __future__ import annotations
@@ -148,3 +149,60 @@ def failure_auroc(
         divergence=interval("score"),
         entropy=interval("entropy_score"),
     )
+
+
+def roc_points(scores: np.ndarray, positive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """False- and true-positive rates at every distinct score threshold, from (0, 0) to (1, 1).
+
+    >>> fpr, tpr = roc_points(np.array([0.1, 0.4, 0.35, 0.8]), np.array([0, 0, 1, 1], bool))
+    >>> fpr.tolist(), tpr.tolist()
+    ([0.0, 0.0, 0.5, 0.5, 1.0], [0.0, 0.5, 0.5, 1.0, 1.0])
+    """
+    order = np.argsort(-scores, kind="stable")
+    ordered_scores, ordered_positive = scores[order], positive[order]
+    # The last index of each run of equal scores: ties move the curve diagonally.
+    ends = np.flatnonzero(np.r_[ordered_scores[1:] != ordered_scores[:-1], True])
+    true_positives = np.cumsum(ordered_positive)[ends]
+    false_positives = (ends + 1) - true_positives
+    n_positive, n_negative = positive.sum(), (~positive).sum()
+    if n_positive == 0 or n_negative == 0:
+        raise DivscopeError("roc_points: needs both positive and negative examples.")
+    return (
+        np.r_[0.0, false_positives / n_negative],
+        np.r_[0.0, true_positives / n_positive],
+    )
+
+
+def failure_roc(tokens: Frame, metric: str = "js", *, top_n: int = 100) -> pl.DataFrame:
+    """ROC curves for predicting a wrong answer: the divergence score and base entropy.
+
+    The scores are those of `failure_auroc` (`response_scores`); the area under each curve is
+    its AUROC.
+
+    Args:
+        tokens: a token table with `correct` filled in (ungraded responses are skipped).
+        metric: the divergence column.
+        top_n: values averaged per response.
+
+    Returns:
+        Columns `predictor` (`metric` or `entropy_base`), `false_positive_rate`,
+        `true_positive_rate`; failures are the positive class.
+
+    Raises:
+        DivscopeError: no graded responses, or all of them correct or all wrong.
+
+    >>> frame = pl.DataFrame({"prompt_id": ["a", "b"], "sample_id": [0, 0],
+    ...     "correct": [True, False], "js": [0.1, 0.5], "entropy_base": [1.0, 1.0]})
+    >>> failure_roc(frame).filter(predictor="js")["true_positive_rate"].to_list()
+    [0.0, 1.0, 1.0]
+    """
+    scores, failed = graded_scores(tokens, metric, top_n=top_n, what="failure_roc")
+    frames = []
+    for predictor, column in ((metric, "score"), ("entropy_base", "entropy_score")):
+        fpr, tpr = roc_points(scores[column].to_numpy(), failed)
+        frames.append(
+            pl.DataFrame(
+                {"predictor": predictor, "false_positive_rate": fpr, "true_positive_rate": tpr}
+            )
+        )
+    return pl.concat(frames)

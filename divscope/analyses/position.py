@@ -1,4 +1,5 @@
-"""Where in a response the divergence sits: profile over relative position (Fig. 3).
+"""Where in a response the divergence sits: profile over relative position (Fig. 3), and which
+response to show token by token (Fig. 1).
 
 Bins are computed exactly from the integer `position` and `n_tokens` (bin = ⌊position · bins /
 n_tokens⌋), never from the float32 `rel_position`, so a token at t/T = 7/20 lands in bin 7.
@@ -113,3 +114,48 @@ def early_density(
         .drop("count_all")
         .sort("bin")
     )
+
+
+def example_response(
+    tokens: Frame, metric: str = "js", *, threshold: float = 0.1, max_tokens: int = 80
+) -> tuple[str, int]:
+    """A response to show token by token: the one with most tokens above `threshold`.
+
+    Only responses of at most `max_tokens` tokens compete (all of them when none is that short),
+    and only their first `max_tokens` tokens count, as a figure shows no more; ties go to the
+    shorter response, then to the smallest key, so the choice is deterministic.
+
+    Args:
+        tokens: a token table.
+        metric: the divergence column.
+        threshold: a token counts when its metric is strictly above.
+        max_tokens: longest response considered readable.
+
+    Returns:
+        (prompt_id, sample_id) of the response.
+
+    >>> frame = pl.DataFrame({"prompt_id": ["a", "a", "b", "b"], "sample_id": [0, 0, 0, 0],
+    ...     "position": [0, 1, 0, 1], "n_tokens": [2, 2, 2, 2], "js": [0.0, 0.2, 0.3, 0.4]})
+    >>> example_response(frame)
+    ('b', 0)
+    """
+    required = ["prompt_id", "sample_id", "position", "n_tokens", metric]
+    lazy = checked_lazy(tokens, required, what="example_response")
+    responses = (
+        lazy.group_by("prompt_id", "sample_id")
+        .agg(
+            pl.col("n_tokens").first().alias("length"),
+            ((pl.col(metric) > threshold) & (pl.col("position") < max_tokens))
+            .sum()
+            .alias("n_high"),
+        )
+        .collect()
+    )
+    if responses.is_empty():
+        raise DivscopeError("example_response: the token table is empty.")
+    short = responses.filter(pl.col("length") <= max_tokens)
+    candidates = short if short.height else responses
+    best = candidates.sort(
+        ["n_high", "length", "prompt_id", "sample_id"], descending=[True, False, False, False]
+    ).row(0, named=True)
+    return best["prompt_id"], int(best["sample_id"])

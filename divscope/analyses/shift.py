@@ -8,9 +8,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
+from scipy.stats import gaussian_kde
 
 from divscope.analyses._frames import Frame, as_float, checked_lazy
+from divscope.analyses.sampling import sample_rows
 from divscope.errors import DivscopeError
 from divscope.schema import OVERLAP_KS
 
@@ -60,6 +63,94 @@ def entropy_by_divergence(tokens: Frame, metric: str = "js", *, split: float = 0
     return pl.DataFrame(
         [{"group": name, **{f: row[f"{name}|{f}"] for f in fields}} for name in groups],
         schema={"group": pl.String, "count": pl.Int64, **{f: pl.Float64 for f in fields[1:]}},
+    )
+
+
+@dataclass(frozen=True)
+class EntropyDensity:
+    """Kernel density estimates of base and RL entropy for low- and high-divergence tokens."""
+
+    metric: str
+    """The divergence column."""
+    split: float
+    """Low = metric < split, high = metric > split."""
+    curves: pl.DataFrame
+    """Columns `group` (low, high), `model` (base, rl), `entropy` (nats), `density` (1/nat)."""
+    n_tokens: dict[str, int]
+    """Group -> tokens in the group."""
+    n_sampled: dict[str, int]
+    """Group -> tokens the KDE was fitted on (a seeded sample when the group is large)."""
+    seed: int
+    """Seed of the samples."""
+
+
+def entropy_density(
+    tokens: Frame,
+    metric: str = "js",
+    *,
+    split: float = 0.1,
+    points: int = 200,
+    max_samples: int = 20_000,
+    seed: int = 0,
+) -> EntropyDensity:
+    """Gaussian KDEs (Scott's bandwidth) of `entropy_base` and `entropy_rl` per divergence group.
+
+    The groups are those of `entropy_by_divergence`. Each curve is evaluated on one grid from 0
+    to the largest sampled entropy, so the four curves share an axis. A group with fewer than two
+    distinct values gets no curve.
+
+    Args:
+        tokens: a token table with `entropy_base` and `entropy_rl`.
+        metric: the divergence column.
+        split: low = metric < split, high = metric > split.
+        points: grid points per curve.
+        max_samples: tokens per group used to fit the KDE; larger groups are sampled.
+        seed: seed of the samples.
+
+    Returns:
+        An `EntropyDensity`.
+
+    >>> frame = pl.DataFrame({"js": [0.0, 0.0, 0.5, 0.5], "entropy_base": [0.1, 0.3, 2.0, 2.4],
+    ...                       "entropy_rl": [0.1, 0.2, 1.0, 1.2]})
+    >>> result = entropy_density(frame, points=5)
+    >>> result.curves.height, result.n_tokens
+    (20, {'low': 2, 'high': 2})
+    """
+    lazy = checked_lazy(tokens, [metric, *ENTROPY_COLUMNS], what="entropy_density")
+    samples = {
+        name: sample_rows(
+            lazy.filter(condition).select(ENTROPY_COLUMNS).drop_nulls(),
+            max_rows=max_samples,
+            seed=seed,
+        )
+        for name, condition in entropy_groups(metric, split).items()
+    }
+    top = max((float(s.rows.max_horizontal().max() or 0.0) for s in samples.values()), default=0)
+    grid = np.linspace(0.0, max(top, 1e-6), points)
+    frames = []
+    for name, sample in samples.items():
+        for column in ENTROPY_COLUMNS:
+            values = sample.rows[column].to_numpy().astype(np.float64)
+            if np.unique(values).size < 2:
+                continue
+            frames.append(
+                pl.DataFrame(
+                    {
+                        "group": name,
+                        "model": column.removeprefix("entropy_"),
+                        "entropy": grid,
+                        "density": gaussian_kde(values)(grid),
+                    }
+                )
+            )
+    schema = {"group": pl.String, "model": pl.String, "entropy": pl.Float64, "density": pl.Float64}
+    return EntropyDensity(
+        metric=metric,
+        split=split,
+        curves=pl.concat(frames) if frames else pl.DataFrame(schema=schema),
+        n_tokens={name: s.n_total for name, s in samples.items()},
+        n_sampled={name: s.rows.height for name, s in samples.items()},
+        seed=seed,
     )
 
 

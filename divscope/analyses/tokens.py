@@ -201,3 +201,14 @@ def token_profile(
         thresholds=thresholds,
         percentiles=percentiles,
     )
+
+
+def most_frequent_words(tokens: Frame, *, top: int = 3) -> list[str]:
+    """The `top` most frequent words (normalized as in `word_frequencies`), ties by word.
+
+    >>> frame = pl.DataFrame({"token": [" the", "The", " x", "\\n", " y", " x"]})
+    >>> most_frequent_words(frame, top=2)
+    ['the', 'x']
+    """
+    lazy = checked_lazy(tokens, ["token"], what="most_frequent_words").select("token")
+    return _ranked_words(lazy).head(top).collect()["word"].to_list()

@@ -1,11 +1,17 @@
-"""cross_sampling_curve and pass_at_k_curve."""
+"""cross_sampling_curve, setting_labels, pooled_controls, takeover_knee and pass_at_k_curve."""
 
 from __future__ import annotations
 
 import polars as pl
 import pytest
 
-from divscope.analyses import cross_sampling_curve, pass_at_k_curve, setting_labels
+from divscope.analyses import (
+    cross_sampling_curve,
+    pass_at_k_curve,
+    pooled_controls,
+    setting_labels,
+    takeover_knee,
+)
 from divscope.errors import DivscopeError
 
 
@@ -165,3 +171,64 @@ def test_pass_at_k_curve_rejects_k_beyond_the_samples():
     rows = [("a", "rl", -1, True, 1, 0, 0)] * 2
     with pytest.raises(DivscopeError, match="k=4"):
         pass_at_k_curve(results(rows), ks=[4])
+
+
+def test_pooled_controls_relabels_only_controls():
+    frame = pl.DataFrame(
+        {"policy": ["base", "rl", "gated"], "budget": [2, 8, 8], "tau": [0.1, 0.2, 0.3]}
+    )
+    pooled = pooled_controls(frame).collect()
+    assert pooled["budget"].to_list() == [-1, -1, 8]
+    assert pooled["tau"].to_list() == [None, None, 0.3]
+
+
+def results_frame(accuracy_by_eps: dict[float, float], n_prompts: int = 20) -> pl.DataFrame:
+    """Gated results whose switch share grows with 1/eps, with base 0.2 and RL 0.8 controls."""
+    rows = []
+    for p in range(n_prompts):
+        for policy, eps, accuracy, switches in (
+            ("base", None, 0.2, 0),
+            ("rl", None, 0.8, 0),
+            *[("gated", e, a, round(10 / e)) for e, a in accuracy_by_eps.items()],
+        ):
+            for s in range(10):
+                rows.append((f"p{p}", policy, -1, eps, s < accuracy * 10, 100, switches, 0))
+    schema = ["prompt_id", "policy", "budget", "eps", "correct", "n_tokens", "n_switches"]
+    return pl.DataFrame(rows, schema=[*schema, "n_effective"], orient="row")
+
+
+def test_takeover_knee_finds_the_saturation_point():
+    # Shares 1%, 2%, 5%, 10%: accuracy saturates at 5% of tokens taken over.
+    frame = results_frame({10.0: 0.4, 5.0: 0.6, 2.0: 0.8, 1.0: 0.8})
+    result = takeover_knee(frame, n_boot=20)
+    curve = result.curve
+    assert curve["switch_share"].to_list() == pytest.approx([0.01, 0.02, 0.05, 0.1])
+    assert curve["eps"].to_list() == [10.0, 5.0, 2.0, 1.0]
+    assert curve["accuracy"].to_list() == pytest.approx([0.4, 0.6, 0.8, 0.8])
+    assert curve["recovery"].to_list() == pytest.approx([1 / 3, 2 / 3, 1.0, 1.0])
+    assert result.knee_index == 2  # rescaled (4/9, 1): gain 5/9, the largest
+    assert (result.base_accuracy, result.rl_accuracy) == pytest.approx((0.2, 0.8))
+
+
+def test_takeover_knee_keeps_calibrations_apart():
+    # Two gated calibrations at the same budget and eps: two points, not one pooled point.
+    frame = results_frame({2.0: 0.4, 1.0: 0.8}).with_columns(
+        pl.when(pl.col("policy") != "gated")
+        .then(None)
+        .when(pl.col("eps") == 2.0)
+        .then(0.5)
+        .otherwise(0.3)
+        .alias("tau"),
+        pl.when(pl.col("policy") == "gated").then(None).otherwise(pl.col("eps")).alias("eps"),
+    )
+    curve = takeover_knee(frame, n_boot=5).curve
+    assert curve.columns[:3] == ["budget", "eps", "tau"]
+    assert curve["tau"].to_list() == [0.5, 0.3]
+    assert curve["accuracy"].to_list() == pytest.approx([0.4, 0.8])
+
+
+def test_takeover_knee_without_a_knee_and_without_the_policy():
+    result = takeover_knee(results_frame({2.0: 0.5, 1.0: 0.6}), n_boot=5)
+    assert result.knee_index is None
+    with pytest.raises(DivscopeError, match="no graded responses of policy 'gated'"):
+        takeover_knee(results_frame({}), n_boot=5)

@@ -9,7 +9,7 @@ import pytest
 
 MODULES = [
     "cross_sampling", "distribution", "evolution", "failure", "position", "shift", "stats",
-    "summary", "tokens", "figure_data",
+    "summary", "tokens", "sampling",
 ]  # fmt: skip
 
 

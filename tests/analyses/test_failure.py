@@ -1,4 +1,4 @@
-"""response_scores and failure_auroc."""
+"""response_scores, failure_auroc, roc_points and failure_roc."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 from scipy.stats import mannwhitneyu
 
-from divscope.analyses import failure_auroc, response_scores
+from divscope.analyses import auroc, failure_auroc, failure_roc, response_scores, roc_points
 from divscope.errors import DivscopeError
 
 
@@ -77,3 +77,40 @@ def test_failure_auroc_needs_both_outcomes():
     frame = graded().with_columns(pl.lit(True).alias("correct"))
     with pytest.raises(DivscopeError, match="both correct and wrong"):
         failure_auroc(frame)
+
+
+def test_roc_points_area_is_the_auroc():
+    rng = np.random.default_rng(0)
+    scores = np.round(rng.random(300), 2)  # ties included
+    positive = rng.random(300) < scores
+    fpr, tpr = roc_points(scores, positive)
+    assert np.trapezoid(tpr, fpr) == pytest.approx(auroc(scores, positive))
+    assert (fpr[0], tpr[0], fpr[-1], tpr[-1]) == (0.0, 0.0, 1.0, 1.0)
+
+
+def test_failure_roc_matches_failure_auroc():
+    rng = np.random.default_rng(1)
+    rows = 40 * 10
+    frame = pl.DataFrame(
+        {
+            "prompt_id": np.repeat([f"p{i}" for i in range(10)], 40),
+            "sample_id": np.tile(np.repeat(np.arange(4), 10), 10),
+            "correct": np.repeat(rng.random(40) < 0.5, 10),
+            "js": rng.random(rows),
+            "entropy_base": rng.random(rows),
+        }
+    )
+    curves = failure_roc(frame, top_n=3)
+    result = failure_auroc(frame, top_n=3, n_boot=10)
+    for predictor, expected in (("js", result.divergence), ("entropy_base", result.entropy)):
+        curve = curves.filter(predictor=predictor)
+        area = np.trapezoid(curve["true_positive_rate"], curve["false_positive_rate"])
+        assert area == pytest.approx(expected.estimate)
+
+
+def test_failure_roc_needs_both_outcomes():
+    frame = pl.DataFrame(
+        {"prompt_id": ["a"], "sample_id": [0], "correct": [True], "js": [0.1], "entropy_base": [1]}
+    )
+    with pytest.raises(DivscopeError, match="both correct and wrong"):
+        failure_roc(frame)

@@ -1,11 +1,11 @@
-"""positional_profile and early_density."""
+"""positional_profile, early_density and example_response."""
 
 from __future__ import annotations
 
 import polars as pl
 import pytest
 
-from divscope.analyses import early_density, positional_profile
+from divscope.analyses import early_density, example_response, positional_profile
 
 
 def response(js: list[float]) -> pl.DataFrame:
@@ -51,3 +51,18 @@ def test_early_density_hand_computed():
 def test_early_density_top_count_rounds_up():
     density = early_density(response([0.5, 0.4, 0.3]), top_share=0.5, bins=3)
     assert density["count"].to_list() == [1, 1, 0]  # ⌈1.5⌉ = 2 tokens
+
+
+def test_example_response_prefers_short_responses_with_many_high_tokens():
+    frame = pl.DataFrame(
+        {
+            "prompt_id": ["long"] * 5 + ["a"] * 2 + ["b"] * 2 + ["late"] * 5,
+            "sample_id": [0] * 14,
+            "position": [0, 1, 2, 3, 4, 0, 1, 0, 1, 0, 1, 2, 3, 4],
+            "n_tokens": [5] * 5 + [2] * 4 + [5] * 5,
+            "js": [0.5] * 5 + [0.0, 0.5, 0.0, 0.0] + [0.0, 0.0, 0.5, 0.5, 0.5],
+        }
+    )
+    assert example_response(frame, max_tokens=2) == ("a", 0)
+    # None fits in one token: only the first token of each counts, so "late" loses.
+    assert example_response(frame, max_tokens=1) == ("long", 0)

@@ -1,15 +1,22 @@
-"""entropy_by_divergence, topk_overlap, rank_reordering, tail_promotion."""
+"""entropy_by_divergence, entropy_density, topk_overlap, rank_reordering, tail_promotion."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import polars as pl
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from divscope.analyses import entropy_by_divergence, rank_reordering, tail_promotion, topk_overlap
+from divscope.analyses import (
+    entropy_by_divergence,
+    entropy_density,
+    rank_reordering,
+    tail_promotion,
+    topk_overlap,
+)
 from divscope.schema import OVERLAP_KS
 
 
@@ -104,3 +111,28 @@ def test_tail_promotion_hand_computed():
         pytest.approx(0.7),
         pytest.approx(0.7),
     )
+
+
+def test_entropy_density_integrates_to_about_one():
+    rng = np.random.default_rng(0)
+    n = 4000
+    frame = pl.DataFrame(
+        {
+            "js": np.r_[np.zeros(n), np.full(n, 0.5)],
+            "entropy_base": np.r_[rng.exponential(0.3, n), rng.exponential(2.0, n)] + 0.5,
+            "entropy_rl": np.r_[rng.exponential(0.2, n), rng.exponential(1.0, n)] + 0.5,
+        }
+    )
+    result = entropy_density(frame, points=400, max_samples=1000, seed=1)
+    assert result.n_tokens == {"low": n, "high": n}
+    assert result.n_sampled == {"low": 1000, "high": 1000}
+    for (group, model), curve in result.curves.group_by("group", "model"):
+        area = np.trapezoid(curve["density"], curve["entropy"])
+        assert area == pytest.approx(1.0, abs=0.06), (group, model)
+
+
+def test_entropy_density_skips_degenerate_groups():
+    frame = pl.DataFrame({"js": [0.0, 0.0], "entropy_base": [1.0, 1.0], "entropy_rl": [1.0, 2.0]})
+    result = entropy_density(frame, points=3)
+    assert result.curves.select("group", "model").unique().rows() == [("low", "rl")]
+    assert result.n_tokens == {"low": 2, "high": 0}

@@ -1,4 +1,4 @@
-"""normalized_token, planning_enrichment, word_frequencies, token_profile."""
+"""normalized_token, planning_enrichment, word_frequencies, token_profile, most_frequent_words."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import pytest
 
 from divscope.analyses import (
     PLANNING_WORDS,
+    most_frequent_words,
     normalized_token,
     planning_enrichment,
     token_profile,
@@ -71,3 +72,9 @@ def test_token_profile_matches_normalized_occurrences():
         {0.1: 1 / 3},
         {50.0: 0.2},
     )
+
+
+def test_most_frequent_words_normalizes_and_skips_whitespace():
+    frame = pl.DataFrame({"token": ["\n", "\n", "\n", " b", "B", " a", " a", " c"]})
+    assert most_frequent_words(frame, top=2) == ["a", "b"]
+    assert most_frequent_words(frame.head(3)) == []
