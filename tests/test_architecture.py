@@ -1,0 +1,276 @@
+"""The package's layering, read from its source: what each part may import, and where the token
+statistics are implemented.
+
+Every module under `divscope/` is parsed with `ast`, so a module added later is checked too.
+An import counts wherever it stands: at module level, inside a function (a lazy import still
+loads the package when the function runs) and under `if TYPE_CHECKING:` (the module's API still
+depends on it). A string that names a divscope module, as lazy exports and grader targets do
+(`"divscope.lab.task:verify"`), counts as an import of that module: it is imported by name.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import divscope
+
+PACKAGE = Path(divscope.__file__).parent
+STATS = "divscope.scoring.stats"
+# A whole string that names a divscope module, optionally with `:function`.
+MODULE_STRING = re.compile(r"^(divscope(?:\.\w+)+)(?::\w+)?$")
+
+
+def module_name(path: Path) -> str:
+    """`divscope/analyses/shift.py` -> `divscope.analyses.shift` (a package is its `__init__`)."""
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def package_modules() -> dict[str, tuple[Path, ast.Module]]:
+    """Every module of the package: name -> (path, parsed source)."""
+    return {
+        module_name(path): (path, ast.parse(path.read_text(encoding="utf-8"), str(path)))
+        for path in sorted(PACKAGE.rglob("*.py"))
+    }
+
+
+MODULES = package_modules()
+
+
+def imported_names(module: str, tree: ast.Module) -> Iterator[tuple[int, str]]:
+    """(line, dotted name) of everything `module` imports, anywhere in its source.
+
+    `from a.b import c` yields `a.b` and `a.b.c` (c may be a submodule); relative imports are
+    resolved against `module`'s package.
+    """
+    is_package = MODULES.get(module, (Path("__init__.py"),))[0].name == "__init__.py"
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package[: len(package) - node.level + 1]
+                base = ".".join([*anchor, *([node.module] if node.module else [])])
+            yield node.lineno, base
+            for alias in node.names:
+                if alias.name != "*":
+                    yield node.lineno, f"{base}.{alias.name}"
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            match = MODULE_STRING.match(node.value)
+            if match:
+                yield node.lineno, match.group(1)
+
+
+def within(name: str, prefix: str) -> bool:
+    """Whether the dotted `name` is `prefix` or lies below it."""
+    return name == prefix or name.startswith(prefix + ".")
+
+
+@dataclass(frozen=True)
+class ImportRule:
+    """Modules that `applies` to must not import anything within `forbidden`."""
+
+    rule: str
+    applies: Callable[[str], bool]
+    forbidden: tuple[str, ...]
+
+
+IMPORT_RULES = (
+    ImportRule(
+        "analyses/ are pure polars: they import no torch, transformers or matplotlib",
+        lambda m: within(m, "divscope.analyses"),
+        ("torch", "transformers", "matplotlib"),
+    ),
+    ImportRule(
+        "figures/ only draw analyses: they import no scoring, decoding, generation or torch",
+        lambda m: within(m, "divscope.figures"),
+        ("divscope.scoring", "divscope.decoding", "divscope.generation", "torch"),
+    ),
+    ImportRule(
+        "only the CLI and the grader registry use the lab (and the lab its own modules)",
+        lambda m: (
+            not any(
+                within(m, allowed)
+                for allowed in ("divscope.cli", "divscope.grading.registry", "divscope.lab")
+            )
+        ),
+        ("divscope.lab",),
+    ),
+)
+
+
+def import_violations(rule: ImportRule) -> list[str]:
+    """`path:line: ...` for each import in the package that breaks `rule`."""
+    return [
+        f"{path.relative_to(PACKAGE.parent)}:{line}: {module} imports {name!r}; rule: {rule.rule}"
+        for module, (path, tree) in MODULES.items()
+        if rule.applies(module)
+        for line, name in imported_names(module, tree)
+        if any(within(name, forbidden) for forbidden in rule.forbidden)
+    ]
+
+
+@pytest.mark.parametrize("rule", IMPORT_RULES, ids=lambda rule: rule.rule.split(":")[0])
+def test_import_rules(rule):
+    assert any(rule.applies(m) for m in MODULES), f"no module left under: {rule.rule}"
+    violations = import_violations(rule)
+    assert not violations, "\n".join(violations)
+
+
+# A definition whose name says it computes top-p truncation, JS, KL (JS is built from it), CE
+# or entropy: one of these words between underscores (or at either end) of its snake_case name.
+# `divergence` alone is not one: every analysis of this package is about divergence.
+METRIC_NAME = re.compile(
+    r"(?:^|_)(?:top_?p|nucleus|truncat(?:e|ed|ion)|js|jsd|jensen|shannon|kl|kld|kullback"
+    r"|leibler|ce|cross_?entropy|entrop(?:y|ies))(?:_|$)"
+)
+
+# Definitions outside scoring/stats.py whose names mention a metric but implement none.
+# Module -> qualified name -> why it is allowed.
+NAMES_THAT_ONLY_MENTION_A_METRIC: dict[str, dict[str, str]] = {
+    "divscope.analyses.shift": {
+        "entropy_groups": "the low/high divergence groups of the entropy analyses",
+        "entropy_by_divergence": "summarizes the scored entropy columns per divergence group",
+        "EntropyDensity": "the result of entropy_density",
+        "entropy_density": "KDEs of the scored entropy columns",
+    },
+    "divscope.decoding.policies": {
+        "EntropyGated": "a takeover policy gated on the step's entropy (StepView.entropy_and_ce)",
+    },
+    "divscope.figures.shift": {
+        "entropy_by_divergence": "draws analyses.entropy_by_divergence and entropy_density",
+    },
+}
+
+# Cached views of the decoder's step that call the scoring functions: delegation, checked
+# below to call a function imported from scoring/stats.py.
+DELEGATES_TO_STATS: dict[str, dict[str, str]] = {
+    "divscope.decoding.policies": {
+        "StepView.truncated": "caches stats.truncate per model and config",
+        "StepView.js": "caches stats.truncated_js of the step",
+        "StepView.entropy_and_ce": "caches stats.entropy_and_cross_entropy of the step",
+    },
+}
+
+
+def snake_case(name: str) -> str:
+    """`EntropyDensity` -> `entropy_density`, `TopPFilter` -> `top_p_filter`; a snake_case
+    name is returned lowercased."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+
+
+def definitions(tree: ast.AST, prefix: str = "") -> Iterator[tuple[str, ast.AST]]:
+    """(qualified name, node) of every function, method and class, nested ones included."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            qualname = f"{prefix}{node.name}"
+            yield qualname, node
+            yield from definitions(node, f"{qualname}.")
+        else:
+            yield from definitions(node, prefix)
+
+
+def stats_names(tree: ast.Module) -> set[str]:
+    """Local names a module binds to objects of scoring/stats.py."""
+    return {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == STATS
+        for alias in node.names
+    }
+
+
+def calls_stats(node: ast.AST, names: set[str]) -> bool:
+    """Whether `node`'s body calls a function imported from scoring/stats.py."""
+    return any(
+        isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in names
+        for call in ast.walk(node)
+    )
+
+
+def metric_violations() -> list[str]:
+    """`path:line: ...` for each definition outside scoring/stats.py named like a metric."""
+    rule = "top-p, JS, KL, CE and entropy are implemented only in divscope/scoring/stats.py"
+    found = []
+    for module, (path, tree) in MODULES.items():
+        if module == STATS:
+            continue
+        where = path.relative_to(PACKAGE.parent)
+        allowed = NAMES_THAT_ONLY_MENTION_A_METRIC.get(module, {})
+        delegates = DELEGATES_TO_STATS.get(module, {})
+        for qualname, node in definitions(tree):
+            name = snake_case(qualname.rsplit(".", 1)[-1]).lstrip("_")
+            if not METRIC_NAME.search(name) or qualname in allowed:
+                continue
+            if qualname in delegates and calls_stats(node, stats_names(tree)):
+                continue
+            found.append(
+                f"{where}:{node.lineno}: {module} defines {qualname!r}, named like a metric "
+                f"implementation; rule: {rule} (move it there, or if it only delegates to "
+                "stats.py or only mentions a metric, allow it in tests/test_architecture.py "
+                "with the reason)"
+            )
+    return found
+
+
+def test_metrics_are_implemented_only_in_scoring_stats():
+    violations = metric_violations()
+    assert not violations, "\n".join(violations)
+
+
+def test_every_allowed_name_still_exists():
+    # A stale entry would let a future definition of that name through unchecked.
+    for allowlist in (NAMES_THAT_ONLY_MENTION_A_METRIC, DELEGATES_TO_STATS):
+        for module, names in allowlist.items():
+            defined = {qualname for qualname, _ in definitions(MODULES[module][1])}
+            assert set(names) <= defined, (module, sorted(set(names) - defined))
+            assert all(
+                METRIC_NAME.search(snake_case(n.rsplit(".", 1)[-1]).lstrip("_")) for n in names
+            ), (module, "an allowed name that no longer looks like a metric needs no entry")
+
+
+def test_the_stats_module_defines_the_metrics():
+    defined = {snake_case(q) for q, _ in definitions(MODULES[STATS][1])}
+    assert {"truncate", "truncated_js", "entropy_and_cross_entropy"} <= defined
+
+
+@pytest.mark.parametrize(
+    "source,expected",
+    [
+        ("import torch.nn as nn", {"torch.nn"}),
+        ("from torch import Tensor", {"torch", "torch.Tensor"}),
+        ("def f():\n    import matplotlib.pyplot", {"matplotlib.pyplot"}),
+        ("if TYPE_CHECKING:\n    from transformers import X", {"transformers", "transformers.X"}),
+        ("from divscope import lab", {"divscope", "divscope.lab"}),
+        ("from ..lab import task", {"divscope.lab", "divscope.lab.task"}),
+        ("from . import stats", {"divscope.analyses", "divscope.analyses.stats"}),
+        ("TARGET = 'divscope.lab.task:verify'", {"divscope.lab.task"}),
+        ("NOTE = 'see divscope.lab for the models'", set()),
+    ],
+)
+def test_imports_are_found_wherever_they_stand(source, expected):
+    found = {name for _, name in imported_names("divscope.analyses.shift", ast.parse(source))}
+    assert found == expected
+
+
+@pytest.mark.parametrize(
+    "name,implementation",
+    [
+        ("top_p_nucleus", True), ("truncated_js", True), ("kl_divergence", True),
+        ("jensen_shannon", True), ("cross_entropy", True), ("entropy_and_ce", True),
+        ("_log_entropy", True), ("TopPFilter", True), ("topp", True),
+        ("high_divergence_sample", False), ("divergence_histogram", False), ("since", False),
+        ("price_table", False), ("jsonl_rows", False), ("klass", False),
+    ],
+)  # fmt: skip
+def test_metric_names_are_recognized(name, implementation):
+    assert bool(METRIC_NAME.search(snake_case(name).lstrip("_"))) is implementation
