@@ -120,7 +120,8 @@ def _write_atomically(path: Path, write: Callable[[Path], None]) -> None:
 
 
 def read_trajectories(path: str | os.PathLike) -> pl.DataFrame:
-    """Read and validate a trajectory file (DESIGN contract: key + ids or key + text).
+    """Read and validate a trajectory file (docs/contracts.md, "Trajectories"):
+    key + ids or key + text.
 
     Returns the frame with `prompt_id` as string and `sample_id` as Int32, ids as list[int64]
     when present, and the optional columns cast to their contract types.

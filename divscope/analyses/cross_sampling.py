@@ -1,6 +1,7 @@
 """Accuracy-vs-budget curves of cross-sampling, the takeover knee, and pass@k curves (Table 1).
 
-Input: cross-sample results, one row per generated response (DESIGN "Cross-sample results").
+Input: cross-sample results, one row per generated response (docs/contracts.md, "Cross-sample
+results").
 A setting is a policy, a budget and the values of the `SETTING_COLUMNS` present (`eps` and the
 policy parameters); responses of different settings are never pooled.
 Accuracy is mean@n: the share of a prompt's responses that are correct, averaged over prompts.
@@ -278,7 +279,8 @@ def takeover_knee(
     point, the point furthest above the chord (largest accuracy − share).
 
     Args:
-        results: cross-sample results (DESIGN contract), holding `policy` rows and the controls.
+        results: cross-sample results (docs/contracts.md, "Cross-sample results"), holding
+            `policy` rows and the controls.
         policy: the takeover policy.
         base_policy: the base-model control.
         rl_policy: the RL-model control.

@@ -1,4 +1,5 @@
-"""Intervention policies of the lockstep decoder (DESIGN "Policies of the lockstep decoder").
+"""Intervention policies of the lockstep decoder (docs/contracts.md, "Policies of the lockstep
+decoder").
 
 At every step a policy proposes the token its primary model draws, and optionally the token an
 intervening model would emit and whether it wants to switch to it. The decoder applies the

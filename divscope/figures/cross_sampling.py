@@ -97,7 +97,7 @@ def cross_sampling_curves(
     budget. Panels without any of their policies are left out.
 
     Args:
-        results: cross-sample results (DESIGN contract) with the controls.
+        results: cross-sample results (docs/contracts.md, "Cross-sample results") with the controls.
         ax: one axes per drawn panel (default: a new figure).
         groups: (title, policies) per panel.
         base_policy: the base-model control.

@@ -28,7 +28,7 @@ class Sampling:
     temperature: float = 1.0
     """Sampling temperature (> 0)."""
     top_p: float = 0.7
-    """Sampling top-p, HF/vLLM semantics (DESIGN "Definitions")."""
+    """Sampling top-p, HF/vLLM semantics (docs/contracts.md, "Definitions")."""
     max_new_tokens: int = 8000
     """Length cap of a response; a capped response has `finished` false."""
     seed: int = 0

@@ -2,9 +2,9 @@
 
 `pair_stats` takes the base and RL logits of the same positions (`[n, V]`, already cut to the
 tokenizer's vocabulary) and returns every per-position column of the token table, computed in
-float32 exactly as the README's "Definitions" state. It is shared by the teacher-forced engine
-(row chunks of a batch) and the lockstep decoder (one row per sequence and step), which also
-takes the few columns it needs per step, computed the same way, from `truncate`,
+float32 exactly as docs/contracts.md, "Definitions" states. It is shared by the teacher-forced
+engine (row chunks of a batch) and the lockstep decoder (one row per sequence and step), which
+also takes the few columns it needs per step, computed the same way, from `truncate`,
 `truncated_js`, `entropy_and_cross_entropy` and `top1`.
 
 Top-p, top-k and ranks never sort the vocabulary: they read a sorted top-K window, which is

@@ -1,7 +1,7 @@
 """A slow, obvious float64 reference of every token-table statistic, and tiny-model helpers.
 
-The reference follows the README's definitions literally: full softmax, a full Python sort by
-(prob desc, id asc), counting for ranks, sets for top-k overlaps. It also says, per column,
+The reference follows docs/contracts.md, "Definitions" literally: full softmax, a full Python
+sort by (prob desc, id asc), counting for ranks, sets for top-k overlaps. It also says, per column,
 whether a row is a *near-tie* (two probabilities, or a nucleus boundary, closer than
 `NEAR_TIE` but not equal): float32 and float64 may order such rows differently, so discrete
 columns are compared everywhere except there.
