@@ -24,7 +24,7 @@ MODULES_WITH_EXAMPLES = [
     *(f"divscope.grading.{name}" for name in (
         "accuracy", "answer", "exact_grader", "math_grader", "pool", "registry", "table",
     )),
-    "divscope.lab", "divscope.lab.task", "divscope.lab.grpo",
+    "divscope.lab", "divscope.lab.task", "divscope.lab.grpo", "divscope._lazy", "divscope.models",
 ]  # fmt: skip
 
 

@@ -1,15 +1,9 @@
-import doctest
 import subprocess
 import sys
 
 import pytest
 
 import divscope._lazy
-
-
-def test_lazy_exports_docstring():
-    result = doctest.testmod(divscope._lazy)
-    assert result.attempted > 0 and result.failed == 0
 
 
 def test_unknown_name_is_an_attribute_error():
