@@ -22,12 +22,14 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from divscope.schema import OVERLAP_KS, TOKEN_TABLE
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root
+from tests.synthetic import token_rows  # noqa: E402  (the tests' builder: one synthetic table)
 
 TARGET_SECONDS = 60.0
 TARGET_GIB = 4.0
 ROWS_PER_PART = 1_000_000
 PROMPTS, SAMPLES = 30, 32
+# A realistic vocabulary size for the word analyses.
 WORDS = [" wait", " so", " the", " let", " we", " check", "\n", " x", " =", " 2", " but"]
 WORDS += [f" w{i}" for i in range(5000)]
 
@@ -38,52 +40,6 @@ def response_lengths(rows: int, rng: np.random.Generator) -> np.ndarray:
     lengths = np.maximum(1, np.floor(weights / weights.sum() * rows)).astype(np.int64)
     lengths[-1] += rows - lengths.sum()
     return lengths
-
-
-def synthetic_part(lengths: np.ndarray, first: int, rng: np.random.Generator) -> pl.DataFrame:
-    """Token rows of the responses `first`, `first` + 1, ... with the given lengths."""
-    n = int(lengths.sum())
-    response = np.repeat(np.arange(first, first + lengths.size), lengths)
-    n_tokens = np.repeat(lengths, lengths)
-    position = np.arange(n) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    # Sparse divergence: most tokens near zero, a heavy tail up to ln 2, more of it early.
-    divergent = rng.random(n) < 0.15 * (1.5 - position / n_tokens)
-    js = np.where(divergent, rng.lognormal(-3.5, 1.5, n), rng.lognormal(-12, 2, n))
-    js = np.minimum(js, np.log(2))
-    ranks = rng.geometric(0.5, (3, n))
-    columns = {
-        "prompt_id": np.char.add("p", (response // SAMPLES).astype(str)),
-        "sample_id": response % SAMPLES,
-        "position": position,
-        "n_tokens": n_tokens,
-        "rel_position": position / n_tokens,
-        "token_id": rng.integers(0, len(WORDS), n),
-        "logp_base": -rng.exponential(1.0, n),
-        "logp_rl": -rng.exponential(1.0, n),
-        "entropy_base": rng.exponential(0.5, n) + 2 * js,
-        "entropy_rl": rng.exponential(0.4, n) + js,
-        "js": js,
-        "js_full": js * 1.1,
-        "kl_base_rl": js * 4,
-        "kl_rl_base": js * 3,
-        "ce_base_rl": js * 5 + rng.exponential(0.3, n),
-        "top1_base": rng.integers(0, 5000, n),
-        "top1_rl": rng.integers(0, 5000, n),
-        "rl_top1_rank_in_base": ranks[0],
-        "rl_top2_rank_in_base": ranks[1],
-        "rl_top3_rank_in_base": ranks[2],
-        "p_base_of_rl_top1": rng.beta(0.5, 2.0, n),
-        "p_top1_base": rng.uniform(0.2, 1.0, n),
-        "p_top1_rl": rng.uniform(0.2, 1.0, n),
-        **{f"overlap_{k}": rng.integers(0, k + 1, n) / k for k in OVERLAP_KS},
-        "nucleus_base": rng.integers(1, 50, n),
-        "nucleus_rl": rng.integers(1, 50, n),
-        "correct": np.repeat(rng.random(lengths.size) < 0.6, lengths),
-    }
-    frame = pl.DataFrame(columns).with_columns(
-        pl.col("token_id").replace_strict(range(len(WORDS)), WORDS).alias("token")
-    )
-    return frame.select(pl.col(name).cast(dtype) for name, dtype in TOKEN_TABLE.items())
 
 
 def write_table(rows: int, directory: Path, seed: int = 0) -> Path:
@@ -97,7 +53,7 @@ def write_table(rows: int, directory: Path, seed: int = 0) -> Path:
         # Whole responses per part, about ROWS_PER_PART rows each.
         last = int(np.searchsorted(ends, ends[first] - lengths[first] + ROWS_PER_PART)) + 1
         last = min(max(last, first + 1), lengths.size)
-        frame = synthetic_part(lengths[first:last], first, rng)
+        frame = token_rows(lengths[first:last], rng, n_samples=SAMPLES, first=first, words=WORDS)
         frame.write_parquet(directory / f"part-{part:05d}.parquet")
         part, first = part + 1, last
     return directory

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tinymodels import save_pair
+
+from tests.tinymodels import save_pair
 
 
 @pytest.fixture(scope="session")

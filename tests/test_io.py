@@ -2,7 +2,6 @@ import json
 
 import polars as pl
 import pytest
-from tinymodels import make_tokenizer
 
 from divscope.errors import DivscopeError
 from divscope.io import (
@@ -13,6 +12,7 @@ from divscope.io import (
     read_trajectories,
 )
 from divscope.schema import TOKEN_TABLE
+from tests.tinymodels import make_tokenizer
 
 
 def _write(path, rows):

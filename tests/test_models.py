@@ -1,6 +1,5 @@
 import pytest
 import torch
-from tinymodels import WORDS, make_tokenizer
 
 from divscope.errors import DivscopeError
 from divscope.models import (
@@ -12,6 +11,7 @@ from divscope.models import (
     resolve_dtype,
     vocab_size,
 )
+from tests.tinymodels import WORDS, make_tokenizer
 
 
 def test_load_saved_pair(tiny_pair):

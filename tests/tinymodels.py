@@ -7,22 +7,18 @@ from pathlib import Path
 WORDS = [f"w{i}" for i in range(40)]
 
 
-def make_tokenizer(words: list[str] = WORDS):
-    """A real word-level `PreTrainedTokenizerFast` with BOS/EOS/PAD/UNK specials."""
+def make_tokenizer(words: list[str] = WORDS, *, specials: bool = True):
+    """A real word-level `PreTrainedTokenizerFast`: BOS/EOS/PAD/UNK specials, then `words`;
+    with `specials=False` exactly `words` (id i is `words[i]`, and `words[0]` doubles as UNK)."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    specials = ["<pad>", "<bos>", "<eos>", "<unk>"]
-    vocab = {token: i for i, token in enumerate(specials + words)}
-    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    names = {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>"} if specials else {}
+    tokens = ["<pad>", "<bos>", "<eos>", "<unk>", *words] if specials else list(words)
+    unk = "<unk>" if specials else words[0]
+    backend = Tokenizer(models.WordLevel(vocab={t: i for i, t in enumerate(tokens)}, unk_token=unk))
     backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        bos_token="<bos>",
-        eos_token="<eos>",
-        pad_token="<pad>",
-        unk_token="<unk>",
-    )
+    return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token=unk, **names)
 
 
 def make_model(

@@ -4,36 +4,16 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import polars as pl
 import pytest
 
 from divscope.analyses import summary, to_jsonable
-from divscope.schema import TOKEN_TABLE
+from tests.synthetic import synthetic_tokens
 
 
-def token_table(n_prompts: int = 3, samples: int = 4, length: int = 30, seed: int = 0):
-    """A complete token table (every contract column) with random values."""
-    rng = np.random.default_rng(seed)
-    n_responses = n_prompts * samples
-    n = n_responses * length
-    response = np.repeat(np.arange(n_responses), length)
-    frame = pl.DataFrame(
-        {
-            name: pl.Series(rng.random(n) if dtype.is_float() else rng.integers(1, 6, n))
-            for name, dtype in TOKEN_TABLE.items()
-            if dtype.is_numeric()
-        }
-    ).with_columns(
-        prompt_id=pl.Series([f"p{r // samples}" for r in response]),
-        sample_id=pl.Series(response % samples),
-        position=pl.Series(np.tile(np.arange(length), n_responses)),
-        n_tokens=pl.lit(length),
-        js=pl.Series(rng.random(n) ** 4 * 0.69),
-        token=pl.Series(rng.choice([" wait", " the", " x", "\n"], n)),
-        correct=pl.Series(np.repeat(rng.random(n_responses) < 0.5, length)),
-    )
-    return frame.select(pl.col(c).cast(d) for c, d in TOKEN_TABLE.items())
+def token_table(seed: int = 0) -> pl.DataFrame:
+    """A complete token table: 3 prompts × 4 samples × 30 tokens."""
+    return synthetic_tokens(3, 4, 30, min_length=30, seed=seed)
 
 
 def cross_sample_results() -> pl.DataFrame:

@@ -7,13 +7,13 @@ import json
 import polars as pl
 import pytest
 import torch
-from tinymodels import WORDS, make_model, make_tokenizer
 from typer.testing import CliRunner
 
 from divscope.cli import app
 from divscope.decoding.calibration import Calibration
 from divscope.io import read_cross_sample
 from divscope.schema import CROSS_SAMPLE
+from tests.tinymodels import WORDS, make_model, make_tokenizer
 
 runner = CliRunner()
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import matplotlib
@@ -10,14 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from divscope.cli import app
+from tests.synthetic import synthetic_results, synthetic_tokens
 
 matplotlib.use("Agg")
-
-_spec = importlib.util.spec_from_file_location(
-    "figure_synthetic", Path(__file__).parents[1] / "figures" / "synthetic.py"
-)
-synthetic = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(synthetic)
 
 runner = CliRunner()
 
@@ -31,10 +25,10 @@ def tables(tmp_path_factory) -> dict[str, Path]:
         "xs": root / "xs.parquet",
         "step10": root / "rl-step-10.parquet",
     }
-    synthetic.synthetic_tokens().write_parquet(paths["tokens"])
-    synthetic.synthetic_tokens(scale=0.2, seed=4).write_parquet(paths["sft"])
-    synthetic.synthetic_tokens(scale=0.1, seed=5).write_parquet(paths["step10"])
-    synthetic.synthetic_results().write_parquet(paths["xs"])
+    synthetic_tokens().write_parquet(paths["tokens"])
+    synthetic_tokens(scale=0.2, seed=4).write_parquet(paths["sft"])
+    synthetic_tokens(scale=0.1, seed=5).write_parquet(paths["step10"])
+    synthetic_results().write_parquet(paths["xs"])
     return paths
 
 

@@ -3,7 +3,6 @@ import json
 
 import polars as pl
 import pytest
-from tinymodels import WORDS, make_model, make_tokenizer
 from typer.testing import CliRunner
 
 from divscope.cli import app
@@ -11,6 +10,7 @@ from divscope.cli.score import score as score_command
 from divscope.io import read_metadata, read_token_table
 from divscope.schema import TOKEN_TABLE
 from divscope.scoring import ScoreConfig
+from tests.tinymodels import WORDS, make_model, make_tokenizer
 
 runner = CliRunner()
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import polars as pl
 import pytest
 import torch
-from tinymodels import make_model
 
 from divscope.decoding import DecodeConfig, Lockstep, Request, build_policy, decode
 from divscope.errors import DivscopeError
 from divscope.scoring import ScoreConfig, score_trajectories
+from tests.tinymodels import make_model
 
 VOCAB = 44  # the tokenizer's size; the tiny models' heads have 48 rows
 EOS = [2]
@@ -160,7 +160,7 @@ def test_switch_bookkeeping(models):
 
 def _scored(models, requests, decoded, config=CONFIG) -> pl.DataFrame:
     """The scoring engine's token table of the emitted sequences."""
-    from tinymodels import make_tokenizer
+    from tests.tinymodels import make_tokenizer
 
     trajectories = pl.DataFrame(
         {

@@ -8,7 +8,8 @@ matplotlib.use("Agg")
 
 import polars as pl  # noqa: E402
 import pytest  # noqa: E402
-from synthetic import synthetic_results, synthetic_tokens  # noqa: E402
+
+from tests.synthetic import synthetic_results, synthetic_tokens  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -10,10 +10,10 @@ import numpy as np
 import polars as pl
 import pytest
 from matplotlib.figure import Figure
-from synthetic import synthetic_tokens
 
 from divscope import analyses, figures
 from divscope.errors import DivscopeError
+from tests.synthetic import synthetic_tokens
 
 TOKEN_FIGURES = [
     "divergence_histogram", "percentile_curve", "lorenz", "positional_profile", "early_density",

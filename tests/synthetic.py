@@ -1,6 +1,9 @@
-"""Synthetic token tables and cross-sample results for the figure and plot tests (seeded)."""
+"""Seeded synthetic token tables and cross-sample results: the one builder of the tests and of
+the benchmarks in bench/."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 import polars as pl
@@ -10,15 +13,25 @@ from divscope.schema import OVERLAP_KS, TOKEN_TABLE
 WORDS = [" wait", " so", " the", " let", " we", " check", "\n", " x", " =", " 2", " but", " is"]
 
 
-def synthetic_tokens(
-    n_prompts: int = 8, n_samples: int = 4, length: int = 60, scale: float = 1.0, seed: int = 0
+def token_rows(
+    lengths: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    n_samples: int,
+    first: int = 0,
+    words: Sequence[str] = WORDS,
+    scale: float = 1.0,
 ) -> pl.DataFrame:
-    """A token table with sparse, early-heavy divergence; `scale` multiplies the divergence."""
-    rng = np.random.default_rng(seed)
-    responses = n_prompts * n_samples
-    lengths = rng.integers(length // 2, length + 1, responses)
+    """Token rows (every contract column) of the responses `first`, `first` + 1, ... with the
+    given `lengths`; response r is sample r % n_samples of prompt `p{r // n_samples}`.
+
+    The divergence is sparse and early-heavy: most tokens near zero (5% exactly zero), a heavy
+    tail up to ln 2; `scale` multiplies it. Entropies, KL, CE and overlaps move with it; token
+    ids, top-1 ids and nucleus sizes lie within the vocabulary `words`.
+    """
     n = int(lengths.sum())
-    response = np.repeat(np.arange(responses), lengths)
+    vocab = len(words)
+    response = np.repeat(np.arange(first, first + lengths.size), lengths)
     n_tokens = np.repeat(lengths, lengths)
     position = np.arange(n) - np.repeat(np.cumsum(lengths) - lengths, lengths)
     divergent = rng.random(n) < 0.2 * (1.5 - position / n_tokens)
@@ -26,14 +39,14 @@ def synthetic_tokens(
     js = np.minimum(js, np.log(2))
     js[rng.random(n) < 0.05] = 0.0
     ranks = rng.geometric(0.5, (3, n))
-    correct = rng.random(responses) < 0.5
+    correct = rng.random(lengths.size) < 0.5
     columns = {
         "prompt_id": np.char.add("p", (response // n_samples).astype(str)),
         "sample_id": response % n_samples,
         "position": position,
         "n_tokens": n_tokens,
         "rel_position": position / n_tokens,
-        "token_id": rng.integers(0, len(WORDS), n),
+        "token_id": rng.integers(0, vocab, n),
         "logp_base": -rng.exponential(1.0, n),
         "logp_rl": -rng.exponential(1.0, n),
         "entropy_base": rng.exponential(0.5, n) + 3 * js,
@@ -43,8 +56,8 @@ def synthetic_tokens(
         "kl_base_rl": js * 4,
         "kl_rl_base": js * 3,
         "ce_base_rl": js * 5 + rng.exponential(0.3, n),
-        "top1_base": rng.integers(0, 12, n),
-        "top1_rl": rng.integers(0, 12, n),
+        "top1_base": rng.integers(0, vocab, n),
+        "top1_rl": rng.integers(0, vocab, n),
         "rl_top1_rank_in_base": ranks[0],
         "rl_top2_rank_in_base": ranks[1],
         "rl_top3_rank_in_base": ranks[2],
@@ -52,14 +65,31 @@ def synthetic_tokens(
         "p_top1_base": rng.uniform(0.2, 1.0, n),
         "p_top1_rl": rng.uniform(0.2, 1.0, n),
         **{f"overlap_{k}": np.clip(1 - js * rng.random(n) * 3, 0, 1) for k in OVERLAP_KS},
-        "nucleus_base": rng.integers(1, 12, n),
-        "nucleus_rl": rng.integers(1, 12, n),
+        "nucleus_base": rng.integers(1, vocab, n),
+        "nucleus_rl": rng.integers(1, vocab, n),
         "correct": np.repeat(correct, lengths),
     }
     frame = pl.DataFrame(columns).with_columns(
-        pl.col("token_id").replace_strict(range(len(WORDS)), WORDS).alias("token")
+        pl.col("token_id").replace_strict(range(vocab), list(words)).alias("token")
     )
     return frame.select(pl.col(name).cast(dtype) for name, dtype in TOKEN_TABLE.items())
+
+
+def synthetic_tokens(
+    n_prompts: int = 8,
+    n_samples: int = 4,
+    length: int = 60,
+    *,
+    min_length: int | None = None,
+    scale: float = 1.0,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """A token table of `n_prompts` × `n_samples` responses of `min_length` (default
+    `length // 2`) to `length` tokens: the rows of `token_rows`."""
+    rng = np.random.default_rng(seed)
+    low = length // 2 if min_length is None else min_length
+    lengths = rng.integers(low, length + 1, n_prompts * n_samples)
+    return token_rows(lengths, rng, n_samples=n_samples, scale=scale)
 
 
 def synthetic_results(n_prompts: int = 12, n_samples: int = 8, seed: int = 0) -> pl.DataFrame:

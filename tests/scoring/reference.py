@@ -162,17 +162,7 @@ def compare(got: dict[str, float], want: dict[str, float], tie: dict[str, bool],
     return skipped
 
 
-# ---------------------------------------------------------------- tiny tokenizer and model edits
-
-
-def make_tokenizer(vocab: int):
-    """A word-level fast tokenizer with exactly `vocab` tokens (`t0`, `t1`, ...)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    backend = Tokenizer(models.WordLevel(vocab={f"t{i}": i for i in range(vocab)}, unk_token="t0"))
-    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="t0")
+# ---------------------------------------------------------------- tiny model edits
 
 
 def tie_rows(model, rows: tuple[int, ...]) -> None:

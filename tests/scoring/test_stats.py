@@ -6,7 +6,6 @@ import math
 
 import pytest
 import torch
-from scoring_reference import DISCRETE_COLUMNS, compare, reference_row
 from transformers.generation.logits_process import TopPLogitsWarper
 
 from divscope.scoring.stats import (
@@ -15,6 +14,7 @@ from divscope.scoring.stats import (
     sorted_window,
     top_p_nucleus,
 )
+from tests.scoring.reference import DISCRETE_COLUMNS, compare, reference_row
 
 VOCAB = 301  # not a multiple of any window or chunk size used here
 

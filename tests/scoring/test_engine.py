@@ -6,20 +6,19 @@ import numpy as np
 import polars as pl
 import pytest
 import torch
-from scoring_reference import (
-    DISCRETE_COLUMNS,
-    FLOAT_COLUMNS,
-    compare,
-    make_tokenizer,
-    reference_row,
-    rl_twin,
-    tie_rows,
-)
-from tinymodels import make_model
 
 from divscope.errors import DivscopeError
 from divscope.schema import TOKEN_TABLE
 from divscope.scoring import ScoreConfig, score_trajectories
+from tests.scoring.reference import (
+    DISCRETE_COLUMNS,
+    FLOAT_COLUMNS,
+    compare,
+    reference_row,
+    rl_twin,
+    tie_rows,
+)
+from tests.tinymodels import make_model, make_tokenizer
 
 VOCAB = 301  # tokenizer size: not a multiple of the window (64) or the chunk rows (7)
 HEAD_ROWS = 320  # padded output head; rows 301..319 must be dropped
@@ -31,7 +30,7 @@ TIED = (5, 69, 261)
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    return make_tokenizer(VOCAB)
+    return make_tokenizer([f"t{i}" for i in range(VOCAB)], specials=False)
 
 
 @pytest.fixture(scope="module", params=["qwen2", "llama"])
