@@ -11,7 +11,7 @@ import torch
 from divscope.decoding import DecodeConfig, Lockstep, Request, build_policy, decode
 from divscope.errors import DivscopeError
 from divscope.scoring import ScoreConfig, score_trajectories
-from tests.tinymodels import make_model
+from tests.tinymodels import make_model, make_tokenizer
 
 VOCAB = 44  # the tokenizer's size; the tiny models' heads have 48 rows
 EOS = [2]
@@ -160,8 +160,6 @@ def test_switch_bookkeeping(models):
 
 def _scored(models, requests, decoded, config=CONFIG) -> pl.DataFrame:
     """The scoring engine's token table of the emitted sequences."""
-    from tests.tinymodels import make_tokenizer
-
     trajectories = pl.DataFrame(
         {
             "prompt_id": [f"{r.prompt_id}/{r.budget}" for r in requests],
