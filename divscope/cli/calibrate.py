@@ -48,7 +48,7 @@ def calibrate(
     reads.
     """
     from divscope.decoding import DecodeConfig
-    from divscope.decoding.pipeline import calibrate as run
+    from divscope.decoding.calibrate import calibrate as run
 
     config = DecodeConfig(
         temperature=temperature,

@@ -102,14 +102,11 @@ def cross_sample(
     switch_positions, correct) and prints accuracy and recovery with 95% CIs per policy and
     budget. Same --seed, same responses, whatever the batch size.
     """
+    from divscope.analyses.cross_sampling import cross_sampling_curve
     from divscope.decoding import DecodeConfig
-    from divscope.decoding.pipeline import cross_sample as run
-    from divscope.decoding.pipeline import (
-        format_summary,
-        parse_budgets,
-        parse_policies,
-        summarize,
-    )
+    from divscope.decoding.cross_sample import cross_sample as run
+    from divscope.decoding.cross_sample import format_summary
+    from divscope.decoding.settings import parse_budgets, parse_policies
 
     budget_list = parse_budgets(budgets)
     policies = parse_policies(
@@ -152,5 +149,5 @@ def cross_sample(
     if grader is None:
         typer.echo(f"{results.height} responses, ungraded (pass --grader to grade them).")
     else:
-        typer.echo(format_summary(summarize(results, seed=seed)))
+        typer.echo(format_summary(cross_sampling_curve(results, seed=seed)))
     typer.echo(f"wrote {out}")

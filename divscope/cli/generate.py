@@ -65,7 +65,7 @@ def generate(
     resumes where it stopped when rerun with the same settings.
     """
     from divscope.generation import GenerateConfig, Sampling
-    from divscope.generation import generate as run
+    from divscope.generation.generate import generate as run
 
     sampling = Sampling(
         n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed

@@ -47,11 +47,12 @@ def grade(
     Adds `correct` and `grade_note` (why a response could not be graded cleanly: no \\boxed{},
     timeout, ...) and prints mean@n with a problem-level 95% bootstrap interval.
     """
-    from divscope.grading import GradeConfig, grade_file
+    from divscope.grading import GradeConfig
+    from divscope.grading.grade import grade as run
 
     if os.getcwd() not in sys.path:  # so that --grader mymodule:check finds ./mymodule.py
         sys.path.insert(0, os.getcwd())
     config = GradeConfig(grader=grader, timeout=timeout, workers=workers)
-    report = grade_file(responses, out, config, answers=answers, overwrite=overwrite)
+    report = run(responses, out, config, answers=answers, overwrite=overwrite)
     typer.echo(report.format())
     typer.echo(f"wrote {out}")

@@ -49,8 +49,8 @@ def plot(
     last; the directory appears only when complete. Figures that show raw values (KDEs,
     scatter) draw a seeded random sample and say so.
     """
-    from divscope.figures.gallery import evolution_steps
-    from divscope.figures.gallery import plot as run
+    from divscope.figures.plot import evolution_steps
+    from divscope.figures.plot import plot as run
 
     def progress(name: str, reason: str | None) -> None:
         typer.echo(f"  {name}" if reason is None else f"  {name}: skipped, {reason}")

@@ -51,7 +51,7 @@ def score(
     KL, entropies, ranks, top-k overlaps; see the README) and prints a one-screen summary.
     """
     from divscope.scoring import ScoreConfig
-    from divscope.scoring.pipeline import score as run
+    from divscope.scoring.score import score as run
 
     config = ScoreConfig(
         top_p=top_p,

@@ -156,6 +156,26 @@ def score_trajectories(
     )
 
 
+def score_table(
+    trajectories: pl.DataFrame,
+    base,
+    rl,
+    tokenizer,
+    config: ScoreConfig = ScoreConfig(),  # noqa: B008 (frozen, hashable)
+    *,
+    progress: bool = True,
+) -> pl.DataFrame:
+    """The token table of `trajectories`, in memory: `score_trajectories` with its batches
+    collected and concatenated. For tables that fit in memory (calibration samples, tests);
+    `divscope.score` streams to disk instead.
+    """
+    parts: list[pl.DataFrame] = []
+    score_trajectories(
+        trajectories, base, rl, tokenizer, config, sink=parts.append, progress=progress
+    )
+    return pl.concat(parts)
+
+
 @dataclass(frozen=True)
 class _Plan:
     """Validated inputs and the batches to run (lists of row indices, longest first)."""

@@ -11,7 +11,7 @@ from tinymodels import make_model
 
 from divscope.decoding import DecodeConfig, Lockstep, Request, build_policy, decode
 from divscope.errors import DivscopeError
-from divscope.scoring import ScoreConfig, score_trajectories
+from divscope.scoring import ScoreConfig, score_table
 
 VOCAB = 44  # the tokenizer's size; the tiny models' heads have 48 rows
 EOS = [2]
@@ -170,17 +170,10 @@ def _scored(models, requests, decoded, config=CONFIG) -> pl.DataFrame:
             "response_ids": [d.response_ids for d in decoded],
         }
     )
-    parts: list[pl.DataFrame] = []
-    score_trajectories(
-        trajectories,
-        models["base"],
-        models["rl"],
-        make_tokenizer(),
-        ScoreConfig(top_p=config.top_p, temperature=config.temperature),
-        sink=parts.append,
-        progress=False,
+    config = ScoreConfig(top_p=config.top_p, temperature=config.temperature)
+    return score_table(
+        trajectories, models["base"], models["rl"], make_tokenizer(), config, progress=False
     )
-    return pl.concat(parts)
 
 
 def _rows(table, request):

@@ -7,7 +7,6 @@ import polars as pl
 import pytest
 
 from divscope.decoding.calibration import Calibration, Gate, calibrate_scores, calibrate_table
-from divscope.decoding.pipeline import parse_budgets, parse_policies
 from divscope.decoding.policies import (
     POLICIES,
     Base,
@@ -17,6 +16,7 @@ from divscope.decoding.policies import (
     RLReplace,
     build_policy,
 )
+from divscope.decoding.settings import parse_budgets, parse_policies
 from divscope.errors import DivscopeError
 
 

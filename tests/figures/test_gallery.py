@@ -1,4 +1,4 @@
-"""write_figures and plot: what is written, what is skipped and why, atomic output."""
+"""write_figures and `divscope.plot`: what is written, what is skipped and why, atomic output."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 
 from divscope.errors import DivscopeError
 from divscope.figures import gallery
-from divscope.figures.gallery import FIGURES, PlotInputs, evolution_steps, write_figures
+from divscope.figures.gallery import FIGURES, PlotInputs, write_figures
+from divscope.figures.plot import evolution_steps, plot
 
 CHEAP = ["percentile_curve", "compare_sparsity", "evolution", "cross_sampling_curves"]
 
@@ -107,7 +108,7 @@ def test_evolution_steps():
 def test_plot_reads_files(tokens, results, tmp_path):
     tokens.write_parquet(tmp_path / "rl.parquet")
     results.write_parquet(tmp_path / "xs.parquet")
-    report = gallery.plot(
+    report = plot(
         tmp_path / "rl.parquet",
         tmp_path / "out",
         cross_sample=tmp_path / "xs.parquet",

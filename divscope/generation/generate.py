@@ -137,8 +137,10 @@ def generate(
             `overwrite`, a prompt too long for the model, or `vllm` not installed.
 
     Example:
-        >>> generate("prompts.jsonl", "fixtures/lab/base", "runs/base",  # doctest: +SKIP
-        ...          GenerateConfig(Sampling(n=8, max_new_tokens=64, seed=1)))
+        >>> import divscope
+        >>> report = divscope.generate(  # doctest: +SKIP
+        ...     "prompts.jsonl", "fixtures/lab/base", "runs/base",
+        ...     GenerateConfig(Sampling(n=8, max_new_tokens=64, seed=1)))
     """
     from tqdm.auto import tqdm
 
