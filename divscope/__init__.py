@@ -22,6 +22,7 @@ from divscope.errors import DivscopeError
 
 # Most of the API imports torch; load it on first use so `divscope --help` stays instant.
 _EXPORTS: dict[str, str] = {
+    "analyze": "divscope.analyses.analyze",
     "calibrate": "divscope.decoding.calibrate",
     "cross_sample": "divscope.decoding.cross_sample",
     "generate": "divscope.generation.generate",

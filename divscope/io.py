@@ -96,6 +96,28 @@ def write_table(frame: pl.DataFrame, path: str | os.PathLike, *, overwrite: bool
     return path
 
 
+def write_json(document: Any, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
+    """Write `document` as indented JSON atomically (temporary name, then rename).
+
+    Raises:
+        DivscopeError: the output exists and `overwrite` is False.
+    """
+    path = TokenTableWriter.check_target(path, overwrite=overwrite)
+    text = json.dumps(document, indent=2) + "\n"
+    _write_atomically(path, lambda tmp: tmp.write_text(text))
+    return path
+
+
+def table_name(path: str | os.PathLike) -> str:
+    """The default label of a token table: its file stem, or its directory's name.
+
+    >>> table_name("runs/rl.parquet"), table_name("runs/sft")
+    ('rl', 'sft')
+    """
+    path = Path(path)
+    return path.stem if path.suffix else path.name
+
+
 def _temporary(path: Path) -> Path:
     """The hidden name next to `path` that an output is written under before it is complete."""
     return path.with_name(f".{path.name}.tmp-{os.getpid()}")
