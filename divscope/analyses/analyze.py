@@ -13,6 +13,7 @@ from collections.abc import Mapping
 import polars as pl
 
 from divscope.analyses.summary import Summary, summary
+from divscope.defaults import METRIC, N_BOOT, SEED
 from divscope.errors import DivscopeError
 
 
@@ -22,9 +23,9 @@ def analyze(
     *,
     compare: Mapping[str, str | os.PathLike] | None = None,
     cross_sample: str | os.PathLike | None = None,
-    metric: str = "js",
-    n_boot: int = 1000,
-    seed: int = 0,
+    metric: str = METRIC,
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
     overwrite: bool = False,
 ) -> Summary:
     """Summarize a token table and write the summary as JSON.

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from divscope import defaults
 from divscope.cli import options
 
 
@@ -16,9 +17,9 @@ def analyze(
     compare: options.Compare = None,
     label: options.Label = None,
     xs: options.CrossSample = None,
-    metric: options.Metric = "js",
-    n_boot: options.NBoot = 1000,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of every bootstrap.")] = 0,
+    metric: options.Metric = defaults.METRIC,
+    n_boot: options.NBoot = defaults.N_BOOT,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of every bootstrap.")] = defaults.SEED,
     overwrite: options.Overwrite = False,
 ) -> None:
     """Summarize where the RL model departs from the base: sparsity, concentration, position,

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from divscope import defaults
 from divscope.cli import options
 
 
@@ -26,7 +27,7 @@ def grade(
             "May be RESPONSES itself with --overwrite.",
         ),
     ],
-    grader: options.Grader = "math",
+    grader: options.Grader = defaults.GRADER,
     answers: Annotated[
         Path | None,
         typer.Option(
@@ -35,7 +36,7 @@ def grade(
             "'answer' column.",
         ),
     ] = None,
-    timeout: options.GradeTimeout = 10.0,
+    timeout: options.GradeTimeout = defaults.GRADE_TIMEOUT,
     workers: Annotated[
         int | None,
         typer.Option("--workers", min=1, help="Grading processes (default: CPUs, at most 8)."),

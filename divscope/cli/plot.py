@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from divscope import defaults
 from divscope.cli import options
 
 
@@ -35,12 +36,12 @@ def plot(
     ] = None,
     formats: Annotated[
         str, typer.Option("--format", help="Comma-separated file formats: png, pdf, svg.")
-    ] = "png,pdf",
-    metric: options.Metric = "js",
-    n_boot: options.NBoot = 1000,
+    ] = ",".join(defaults.FORMATS),
+    metric: options.Metric = defaults.METRIC,
+    n_boot: options.NBoot = defaults.N_BOOT,
     seed: Annotated[
         int, typer.Option("--seed", help="Seed of every bootstrap and of sampled raw values.")
-    ] = 0,
+    ] = defaults.SEED,
     overwrite: options.Overwrite = False,
 ) -> None:
     """Draw the papers' figures from TOKENS (and --xs, --compare, --evolution) into --out.

@@ -13,21 +13,28 @@ import polars as pl
 
 from divscope.decoding.calibration import Calibration, calibrate_table
 from divscope.decoding.lockstep import DecodeConfig, Request
+from divscope.defaults import (
+    CALIBRATION_SAMPLES,
+    DEVICE,
+    DTYPE,
+    GATE_WINDOW,
+    TAKEOVER_RATE,
+)
 from divscope.errors import DivscopeError
 
 
 def calibrate(
     source: str | os.PathLike,
     *,
-    rate: float,
-    window: int,
     out: str | os.PathLike,
+    rate: float = TAKEOVER_RATE,
+    window: int = GATE_WINDOW,
     base: str | None = None,
     rl: str | None = None,
-    n: int = 4,
+    n: int = CALIBRATION_SAMPLES,
     config: DecodeConfig = DecodeConfig(),  # noqa: B008 (frozen, hashable)
-    dtype: str = "auto",
-    device: str = "auto",
+    dtype: str = DTYPE,
+    device: str = DEVICE,
     device_map: str | None = None,
     overwrite: bool = False,
     progress: bool = True,
@@ -38,9 +45,9 @@ def calibrate(
         source: a token table (without `base`/`rl`), or calibration prompts (with them): then
             the base model samples `n` responses per prompt (lockstep decoder, `base` policy)
             and the scoring engine scores them against the RL model.
+        out: the calibration JSON.
         rate: target takeover rate r in (0, 1).
         window: W of the gates' recent mean.
-        out: the calibration JSON.
         base: the base model (prompts only).
         rl: the RL model (prompts only).
         n: responses per calibration prompt.
@@ -116,7 +123,11 @@ def _score_base_samples(
             "response_ids": [d.response_ids for d in decoded],
         }
     )
-    score_config = ScoreConfig(top_p=config.top_p, temperature=config.temperature)
     return score_table(
-        trajectories, models["base"], models["rl"], tokenizer, score_config, progress=progress
+        trajectories,
+        models["base"],
+        models["rl"],
+        tokenizer,
+        ScoreConfig(stats=config.sampling),
+        progress=progress,
     )

@@ -17,7 +17,7 @@ import polars as pl
 
 from divscope.decoding.lockstep import DecodeConfig, Decoded, Request
 from divscope.decoding.policies import Policy
-from divscope.decoding.settings import DEFAULT_BUDGETS
+from divscope.defaults import BUDGETS, DEVICE, DTYPE, GRADE_TIMEOUT, SAMPLES
 from divscope.errors import DivscopeError
 from divscope.schema import CROSS_SAMPLE_PARAMS, SETTING_COLUMNS
 
@@ -33,18 +33,18 @@ def cross_sample(
     prompts: str | os.PathLike,
     *,
     base: str,
-    rl: str | None,
     policies: Sequence[Policy],
     out: str | os.PathLike,
-    budgets: Sequence[int] = DEFAULT_BUDGETS,
-    n: int = 32,
+    rl: str | None = None,
+    budgets: Sequence[int] = BUDGETS,
+    n: int = SAMPLES,
     config: DecodeConfig = DecodeConfig(),  # noqa: B008 (frozen, hashable)
     grader: str | None = None,
-    grade_timeout: float = 10.0,
+    grade_timeout: float = GRADE_TIMEOUT,
     rast_base: str | None = None,
     rast_rl: str | None = None,
-    dtype: str = "auto",
-    device: str = "auto",
+    dtype: str = DTYPE,
+    device: str = DEVICE,
     device_map: str | None = None,
     overwrite: bool = False,
     progress: bool = True,
@@ -54,9 +54,9 @@ def cross_sample(
     Args:
         prompts: Parquet or JSONL prompts (`prompt_id`, `prompt` or `prompt_ids`, `answer`).
         base: the base model, a local directory or a hub id.
-        rl: the RL model (not needed by `base` and `rast`).
         policies: the policies to run, e.g. `[Base(), RL(), Forward(eps=0.05)]`.
         out: the results, `.parquet` or `.jsonl`, written atomically.
+        rl: the RL model (not needed by `base` and `rast`).
         budgets: switch budgets of the budgeted policies (−1 = unlimited); the other
             policies run once with budget −1.
         n: responses per prompt (sample ids 0..n−1) per policy and budget.
@@ -155,8 +155,8 @@ def cross_sample(
         "policies": [{"policy": p.name, **p.params()} for p in policies],
         "budgets": list(budgets),
         "n": n,
-        "temperature": config.temperature,
-        "top_p": config.top_p,
+        "temperature": config.sampling.temperature,
+        "top_p": config.sampling.top_p,
         "max_new_tokens": config.max_new_tokens,
         "seed": config.seed,
         "grader": grader,
@@ -223,7 +223,7 @@ def _results_frame(
     config: DecodeConfig,
 ) -> pl.DataFrame:
     params: dict[str, Any] = {c: None for c in CROSS_SAMPLE_PARAMS}
-    params |= {"temperature": config.temperature, "top_p": config.top_p}
+    params |= {"temperature": config.sampling.temperature, "top_p": config.sampling.top_p}
     params |= {"max_new_tokens": config.max_new_tokens}
     params |= {k: v for k, v in policy.params().items() if k != "eps"}
     eps = policy.params().get("eps")

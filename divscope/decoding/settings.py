@@ -10,9 +10,8 @@ import os
 
 from divscope.decoding.calibration import Calibration
 from divscope.decoding.policies import Policy, build_policy
+from divscope.defaults import REPLACE_TEMPERATURE, REPLACE_TOP_P
 from divscope.errors import DivscopeError
-
-DEFAULT_BUDGETS: tuple[int, ...] = (0, 1, 2, 4, 8, 16, 32, 64, -1)
 
 
 def parse_budgets(text: str) -> tuple[int, ...]:
@@ -48,8 +47,8 @@ def parse_policies(
     lam: float | None = None,
     window: int | None = None,
     calibration: str | os.PathLike | None = None,
-    replace_temperature: float = 0.6,
-    replace_top_p: float = 0.95,
+    replace_temperature: float = REPLACE_TEMPERATURE,
+    replace_top_p: float = REPLACE_TOP_P,
 ) -> list[Policy]:
     """Parse `--policy`: comma-separated policy names, each built with the parameters it takes.
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from divscope.analyses.summary import SUMMARY_COLUMNS
+from divscope.defaults import FORMATS, METRIC, N_BOOT, SEED
 from divscope.errors import DivscopeError
 from divscope.figures.gallery import (
     PlotInputs,
@@ -62,10 +63,10 @@ def plot(
     compare: Mapping[str, str | os.PathLike] | None = None,
     evolution: Mapping[int, str | os.PathLike] | None = None,
     names: Sequence[str] | None = None,
-    formats: Sequence[str] = ("png", "pdf"),
-    metric: str = "js",
-    seed: int = 0,
-    n_boot: int = 1000,
+    formats: Sequence[str] = FORMATS,
+    metric: str = METRIC,
+    seed: int = SEED,
+    n_boot: int = N_BOOT,
     overwrite: bool = False,
     on_figure: Callable[[str, str | None], None] | None = None,
 ) -> PlotReport:

@@ -20,6 +20,7 @@ from typing import Any
 
 import polars as pl
 
+from divscope.defaults import BATCH_SIZE, DEVICE, DTYPE, ENGINE
 from divscope.errors import DivscopeError
 from divscope.generation.engine import ENGINES, Engine, EngineName, Sampled, Sampling
 from divscope.io import (
@@ -52,11 +53,11 @@ class GenerateConfig:
 
     sampling: Sampling = Sampling()
     """n, temperature, top-p, length cap and seed."""
-    engine: EngineName = "hf"
+    engine: EngineName = ENGINE
     """`hf` (the lockstep decoder, any transformers model) or `vllm` (needs `divscope[vllm]`)."""
     chat_template: bool = False
     """Wrap each raw question in the tokenizer's chat template (--chat-template)."""
-    batch_size: int = 32
+    batch_size: int = BATCH_SIZE
     """Sequences decoded together (`hf`) or handed to vLLM per call; results do not depend on
     it under `hf`."""
 
@@ -109,8 +110,8 @@ def generate(
     out: str | os.PathLike,
     config: GenerateConfig = GenerateConfig(),
     *,
-    dtype: str = "auto",
-    device: str = "auto",
+    dtype: str = DTYPE,
+    device: str = DEVICE,
     device_map: str | None = None,
     overwrite: bool = False,
     progress: bool = True,

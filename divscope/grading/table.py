@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from divscope.defaults import GRADE_TIMEOUT, GRADER
 from divscope.errors import DivscopeError
 from divscope.grading.pool import TimeoutPool
 from divscope.grading.registry import grader_target
@@ -27,9 +28,9 @@ from divscope.schema import require_columns
 class GradeConfig:
     """How to grade responses."""
 
-    grader: str = "math"
+    grader: str = GRADER
     """A registered grader (`math`, `exact`, `lab`) or a user function as `module:function`."""
-    timeout: float = 10.0
+    timeout: float = GRADE_TIMEOUT
     """Wall-clock seconds per response; an overrun grades False with a `timeout` note."""
     workers: int | None = None
     """Worker processes; None means one per CPU, at most 8."""

@@ -11,11 +11,13 @@ from tinymodels import make_model
 
 from divscope.decoding import DecodeConfig, Lockstep, Request, build_policy, decode
 from divscope.errors import DivscopeError
-from divscope.scoring import ScoreConfig, score_table
+from divscope.scoring import ScoreConfig, StatsConfig, score_table
 
 VOCAB = 44  # the tokenizer's size; the tiny models' heads have 48 rows
 EOS = [2]
-CONFIG = DecodeConfig(temperature=1.0, top_p=0.7, max_new_tokens=12, batch_size=5, seed=3)
+CONFIG = DecodeConfig(
+    StatsConfig(temperature=1.0, top_p=0.7), max_new_tokens=12, batch_size=5, seed=3
+)
 PROMPTS = {"a": (5, 6, 7), "b": (8,), "c": (9, 10, 11, 12, 13, 14), "d": (15, 16)}
 
 
@@ -170,7 +172,7 @@ def _scored(models, requests, decoded, config=CONFIG) -> pl.DataFrame:
             "response_ids": [d.response_ids for d in decoded],
         }
     )
-    config = ScoreConfig(top_p=config.top_p, temperature=config.temperature)
+    config = ScoreConfig(stats=config.sampling)
     return score_table(
         trajectories, models["base"], models["rl"], make_tokenizer(), config, progress=False
     )
@@ -188,7 +190,8 @@ def test_forward_switches_exactly_where_the_scoring_engine_sees_js_above_eps(
     models, temperature, top_p, eps
 ):
     """eps near the median JS of these models at each setting, so both cases occur."""
-    config = DecodeConfig(temperature=temperature, top_p=top_p, max_new_tokens=12, batch_size=7)
+    sampling = StatsConfig(temperature=temperature, top_p=top_p)
+    config = DecodeConfig(sampling, max_new_tokens=12, batch_size=7)
     tolerance = 1e-5
     requests = _requests(budgets=(3, -1))
     decoded = _run(models, "forward", requests, config, eps=eps)

@@ -19,7 +19,7 @@ from tinymodels import make_model
 
 from divscope.errors import DivscopeError
 from divscope.schema import TOKEN_TABLE
-from divscope.scoring import ScoreConfig, score_trajectories
+from divscope.scoring import ScoreConfig, StatsConfig, score_trajectories
 
 VOCAB = 301  # tokenizer size: not a multiple of the window (64) or the chunk rows (7)
 HEAD_ROWS = 320  # padded output head; rows 301..319 must be dropped
@@ -63,8 +63,17 @@ def _trajectories(n: int, seed: int, max_prompt: int = 8, max_response: int = 24
 
 def _score(trajectories, base, rl, tokenizer, **config) -> tuple[pl.DataFrame, object]:
     frames: list[pl.DataFrame] = []
+    stats = StatsConfig(
+        **{k: config.pop(k) for k in ("top_p", "temperature", "window") if k in config}
+    )
     summary = score_trajectories(
-        trajectories, base, rl, tokenizer, ScoreConfig(**config), sink=frames.append, progress=False
+        trajectories,
+        base,
+        rl,
+        tokenizer,
+        ScoreConfig(stats, **config),
+        sink=frames.append,
+        progress=False,
     )
     table = pl.concat(frames) if frames else pl.DataFrame(schema=TOKEN_TABLE)
     return table.sort("prompt_id", "sample_id", "position"), summary
