@@ -24,6 +24,7 @@ from divscope.schema import (
     CROSS_SAMPLE,
     PROMPT_IDS,
     PROMPT_KEY,
+    PROMPT_OPTIONAL,
     PROMPT_TEXT,
     TOKEN_TABLE,
     TRAJECTORY_IDS,
@@ -389,8 +390,7 @@ def read_prompts(path: str | os.PathLike) -> pl.DataFrame:
         )
     casts: dict[str, pl.DataType] = {PROMPT_KEY: pl.String()}
     casts[column] = pl.List(pl.Int64()) if column == PROMPT_IDS else pl.String()
-    if "answer" in frame.columns:
-        casts["answer"] = pl.String()
+    casts |= {c: t for c, t in PROMPT_OPTIONAL.items() if c in frame.columns}
     frame = _cast_columns(frame, casts, source=source)
     for name in (PROMPT_KEY, column):
         nulls = frame.with_row_index().filter(pl.col(name).is_null())

@@ -9,11 +9,10 @@ its configuration and the sampling engines.
 """
 
 from divscope.generation.engine import ENGINES, Engine, HFEngine, Sampled, Sampling, VLLMEngine
-from divscope.generation.generate import OUTPUT_COLUMNS, GenerateConfig, GenerateReport
+from divscope.generation.generate import GenerateConfig, GenerateReport
 
 __all__ = [
     "ENGINES",
-    "OUTPUT_COLUMNS",
     "Engine",
     "GenerateConfig",
     "GenerateReport",

@@ -30,21 +30,9 @@ from divscope.io import (
     read_table,
     write_table,
 )
+from divscope.schema import GENERATED
 
 MANIFEST = "generate.json"
-
-# Columns `generate` writes; prompt columns with other names are carried through.
-OUTPUT_COLUMNS: dict[str, pl.DataType] = {
-    "prompt_id": pl.String(),
-    "sample_id": pl.Int32(),
-    "prompt": pl.String(),
-    "prompt_ids": pl.List(pl.Int32()),
-    "response": pl.String(),
-    "response_ids": pl.List(pl.Int32()),
-    "n_tokens": pl.Int32(),
-    "finished": pl.Boolean(),
-    "model": pl.String(),
-}
 
 
 @dataclass(frozen=True)
@@ -131,7 +119,8 @@ def generate(
         progress: show a progress bar over prompts on stderr.
 
     Returns:
-        What was generated. Rows follow DESIGN's trajectory schema (`OUTPUT_COLUMNS`).
+        What was generated. Rows have the `divscope.schema.GENERATED`
+        columns, then the prompts' other columns.
 
     Raises:
         DivscopeError: bad prompts, a finished output or one made with other settings without
@@ -165,7 +154,7 @@ def generate(
     manifest = _manifest(model, config, keys, ids)
     done = _prepare(parts, manifest, overwrite=overwrite)
     todo = [i for i in range(len(keys)) if i not in done]
-    carried = frame.drop([c for c in frame.columns if c in OUTPUT_COLUMNS])
+    carried = frame.drop([c for c in frame.columns if c in GENERATED])
     engine = _engine(model, tokenizer, config, dtype, device, device_map) if todo else None
     if engine is not None:
         engine.check([(keys[i], ids[i]) for i in todo])  # fail before any work, not midway
@@ -265,4 +254,4 @@ def _part(
         "finished": [r.finished for r in responses],
         "model": [model] * n,
     }
-    return pl.DataFrame(columns, schema=OUTPUT_COLUMNS)
+    return pl.DataFrame(columns, schema=GENERATED)

@@ -21,7 +21,7 @@ from divscope.errors import DivscopeError
 from divscope.grading.pool import TimeoutPool
 from divscope.grading.registry import grader_target
 from divscope.grading.verdict import Verdict
-from divscope.schema import require_columns
+from divscope.schema import GRADED, require_columns
 
 
 @dataclass(frozen=True)
@@ -71,10 +71,8 @@ def grade_table(
             else Verdict(False, outcome.error)
         )
     graded = [verdicts[pair] for pair in zip(responses, gold, strict=True)]
-    return frame.with_columns(
-        pl.Series("correct", [v.correct for v in graded], dtype=pl.Boolean),
-        pl.Series("grade_note", [v.note for v in graded], dtype=pl.String),
-    )
+    columns = {"correct": [v.correct for v in graded], "grade_note": [v.note for v in graded]}
+    return frame.with_columns(pl.DataFrame(columns, schema=GRADED).get_columns())
 
 
 def _gold_answers(frame: pl.DataFrame, answers: pl.DataFrame | None) -> list[str]:
