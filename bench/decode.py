@@ -86,6 +86,7 @@ def main() -> None:
     import torch
 
     from divscope.decoding import DecodeConfig, Request, build_policy, decode
+    from divscope.scoring.stats import StatsConfig
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -106,9 +107,8 @@ def main() -> None:
         generator = torch.Generator().manual_seed(0)
         ids = torch.randint(3, vocab, (batch, args.prompt), generator=generator)
         requests = [Request(f"p{i}", 0, tuple(row.tolist()), -1) for i, row in enumerate(ids)]
-        config = DecodeConfig(
-            temperature=1.0, top_p=0.7, max_new_tokens=args.new_tokens, batch_size=batch
-        )
+        sampling = StatsConfig(temperature=1.0, top_p=0.7)
+        config = DecodeConfig(sampling, max_new_tokens=args.new_tokens, batch_size=batch)
         policy = build_policy("forward", eps=0.05)
 
         def run_generate(ids=ids):

@@ -164,7 +164,7 @@ def child(mode: str, root: Path, length: int, responses: int, out: Path) -> None
     if mode == "engine":
         from divscope.io import TokenTableWriter
         from divscope.models import load_model, load_tokenizer
-        from divscope.scoring import ScoreConfig, score_trajectories
+        from divscope.scoring import ScoreConfig, StatsConfig, score_trajectories
 
         base = load_model(str(root / "base"), dtype="float32", device="cpu")
         rl = load_model(str(root / "rl"), dtype="float32", device="cpu")
@@ -172,7 +172,7 @@ def child(mode: str, root: Path, length: int, responses: int, out: Path) -> None
         start = time.perf_counter()
         with TokenTableWriter(out, {"bench": True}, overwrite=True) as writer:
             summary = score_trajectories(
-                frame, base, rl, tokenizer, ScoreConfig(top_p=TOP_P), sink=writer.write
+                frame, base, rl, tokenizer, ScoreConfig(StatsConfig(top_p=TOP_P)), sink=writer.write
             )
         extra = {"fallback_rows": summary.fallback_rows, "tokens": summary.tokens}
     else:

@@ -1,5 +1,9 @@
 """divscope: where, token by token, an RL-fine-tuned LLM differs from its base model.
 
+One function per command, each importable from here and living in
+`divscope/<package>/<command>.py`: `score`, `analyze`, `plot`, `generate`, `grade`,
+`cross_sample` and `calibrate`, with the configuration classes they take.
+
 >>> import divscope
 >>> summary = divscope.score(  # doctest: +SKIP
 ...     "fixtures/lab/trajectories.jsonl", base="fixtures/lab/base", rl="fixtures/lab/rl",
@@ -16,10 +20,21 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 from divscope._lazy import lazy_exports
 from divscope.errors import DivscopeError
 
-# The scoring API imports torch; load it on first use so `divscope --help` stays instant.
+# Most of the API imports torch; load it on first use so `divscope --help` stays instant.
 _EXPORTS: dict[str, str] = {
+    "analyze": "divscope.analyses.analyze",
+    "calibrate": "divscope.decoding.calibrate",
+    "cross_sample": "divscope.decoding.cross_sample",
+    "generate": "divscope.generation.generate",
+    "grade": "divscope.grading.grade",
+    "plot": "divscope.figures.plot",
+    "score": "divscope.scoring.score",
+    "DecodeConfig": "divscope.decoding.lockstep",
+    "GenerateConfig": "divscope.generation.generate",
+    "GradeConfig": "divscope.grading.table",
+    "Sampling": "divscope.generation.engine",
     "ScoreConfig": "divscope.scoring.engine",
-    "score": "divscope.scoring.pipeline",
+    "StatsConfig": "divscope.scoring.stats",
 }
 
 __all__ = ["DivscopeError", "__version__", *sorted(_EXPORTS)]

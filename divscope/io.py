@@ -24,6 +24,7 @@ from divscope.schema import (
     CROSS_SAMPLE,
     PROMPT_IDS,
     PROMPT_KEY,
+    PROMPT_OPTIONAL,
     PROMPT_TEXT,
     TOKEN_TABLE,
     TRAJECTORY_IDS,
@@ -94,6 +95,28 @@ def write_table(frame: pl.DataFrame, path: str | os.PathLike, *, overwrite: bool
 
     _write_atomically(path, write)
     return path
+
+
+def write_json(document: Any, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
+    """Write `document` as indented JSON atomically (temporary name, then rename).
+
+    Raises:
+        DivscopeError: the output exists and `overwrite` is False.
+    """
+    path = TokenTableWriter.check_target(path, overwrite=overwrite)
+    text = json.dumps(document, indent=2) + "\n"
+    _write_atomically(path, lambda tmp: tmp.write_text(text))
+    return path
+
+
+def table_name(path: str | os.PathLike) -> str:
+    """The default label of a token table: its file stem, or its directory's name.
+
+    >>> table_name("runs/rl.parquet"), table_name("runs/sft")
+    ('rl', 'sft')
+    """
+    path = Path(path)
+    return path.stem if path.suffix else path.name
 
 
 def _temporary(path: Path) -> Path:
@@ -368,8 +391,7 @@ def read_prompts(path: str | os.PathLike) -> pl.DataFrame:
         )
     casts: dict[str, pl.DataType] = {PROMPT_KEY: pl.String()}
     casts[column] = pl.List(pl.Int64()) if column == PROMPT_IDS else pl.String()
-    if "answer" in frame.columns:
-        casts["answer"] = pl.String()
+    casts |= {c: t for c, t in PROMPT_OPTIONAL.items() if c in frame.columns}
     frame = _cast_columns(frame, casts, source=source)
     for name in (PROMPT_KEY, column):
         nulls = frame.with_row_index().filter(pl.col(name).is_null())

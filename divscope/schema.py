@@ -1,7 +1,8 @@
-"""Column contracts shared by every part of divscope (see the README's "Data contracts").
+"""Column contracts shared by every part of divscope (docs/contracts.md).
 
-Each table is an ordered mapping column -> polars dtype; `require_columns` gives the one
-error message used everywhere for a missing column.
+Every column that divscope reads or writes is named here, and nowhere else defined: each table
+is an ordered mapping column -> polars dtype (or a tuple of names); `require_columns` gives the
+one error message used everywhere for a missing column.
 """
 
 from __future__ import annotations
@@ -61,6 +62,28 @@ TRAJECTORY_OPTIONAL: dict[str, pl.DataType] = {
 PROMPT_KEY = "prompt_id"
 PROMPT_TEXT = "prompt"
 PROMPT_IDS = "prompt_ids"
+PROMPT_OPTIONAL: dict[str, pl.DataType] = {"answer": pl.String()}
+
+# One row per response of `divscope generate`: trajectories with both ids and text. The
+# prompts' other columns (e.g. `answer`) follow.
+GENERATED: dict[str, pl.DataType] = {
+    "prompt_id": pl.String(),
+    "sample_id": pl.Int32(),
+    "prompt": pl.String(),
+    "prompt_ids": pl.List(pl.Int32()),
+    "response": pl.String(),
+    "response_ids": pl.List(pl.Int32()),
+    "n_tokens": pl.Int32(),
+    "finished": pl.Boolean(),
+    "model": pl.String(),
+}
+
+# What grading adds to (or replaces in) a table of responses: the verdict, and why it is not a
+# clean one (no \boxed{}, timeout, ...; null for a clean verdict).
+GRADED: dict[str, pl.DataType] = {
+    "correct": pl.Boolean(),
+    "grade_note": pl.String(),
+}
 
 # One row per generated response of `divscope cross-sample`.
 CROSS_SAMPLE: dict[str, pl.DataType] = {

@@ -2,7 +2,8 @@
 
 Every function takes a polars DataFrame or LazyFrame and returns a frame or a small frozen
 dataclass: no torch, no printing, no files. `metric` defaults to `js` and accepts any divergence
-column of the token table. Each statistic is defined here exactly once.
+column of the token table. Each statistic is defined here exactly once. `divscope.analyze`
+(in `divscope.analyses.analyze`) runs `summary` file to file for `divscope analyze`.
 """
 
 from divscope.analyses.cross_sampling import (

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from divscope import defaults
 from divscope.cli import options
 
 
@@ -21,22 +22,22 @@ def calibrate(
     out: Annotated[Path, typer.Option("--out", "-o", help="The calibration JSON.")],
     rate: Annotated[
         float, typer.Option("--rate", min=0.0, max=1.0, help="Target takeover rate r.")
-    ] = 0.05,
+    ] = defaults.TAKEOVER_RATE,
     window: Annotated[
         int, typer.Option("--window", min=1, help="W, previous steps of the gate's recent mean.")
-    ] = 16,
+    ] = defaults.GATE_WINDOW,
     base: Annotated[
         str | None, typer.Option("--base", help="Base model (SOURCE is then prompts).")
     ] = None,
     rl: options.OptionalRLModel = None,
-    n: options.Samples = 4,
-    temperature: options.Temperature = 1.0,
-    top_p: options.TopP = 0.7,
-    max_new_tokens: options.MaxNewTokens = 512,
-    seed: options.Seed = 0,
-    batch_size: options.BatchSize = 32,
-    dtype: options.DType = "auto",
-    device: options.Device = "auto",
+    n: options.Samples = defaults.CALIBRATION_SAMPLES,
+    temperature: options.Temperature = defaults.TEMPERATURE,
+    top_p: options.TopP = defaults.TOP_P,
+    max_new_tokens: options.MaxNewTokens = defaults.DECODE_MAX_NEW_TOKENS,
+    seed: options.Seed = defaults.SEED,
+    batch_size: options.BatchSize = defaults.BATCH_SIZE,
+    dtype: options.DType = defaults.DTYPE,
+    device: options.Device = defaults.DEVICE,
     device_map: options.DeviceMap = None,
     overwrite: options.Overwrite = False,
 ) -> None:
@@ -48,20 +49,20 @@ def calibrate(
     reads.
     """
     from divscope.decoding import DecodeConfig
-    from divscope.decoding.pipeline import calibrate as run
+    from divscope.decoding.calibrate import calibrate as run
+    from divscope.scoring.stats import StatsConfig
 
     config = DecodeConfig(
-        temperature=temperature,
-        top_p=top_p,
+        StatsConfig(top_p=top_p, temperature=temperature),
         max_new_tokens=max_new_tokens,
         seed=seed,
         batch_size=batch_size,
     )
     calibration = run(
         source,
+        out=out,
         rate=rate,
         window=window,
-        out=out,
         base=base,
         rl=rl,
         n=n,

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from divscope import defaults
 from divscope.cli import options
 
 
@@ -40,14 +41,14 @@ def cross_sample(
             help="Switch budgets of forward, reverse, random, gated and entropy "
             "(comma-separated; -1 = unlimited).",
         ),
-    ] = "0,1,2,4,8,16,32,64,-1",
-    n: options.Samples = 32,
-    temperature: options.Temperature = 1.0,
-    top_p: options.TopP = 0.7,
-    max_new_tokens: options.MaxNewTokens = 512,
+    ] = ",".join(map(str, defaults.BUDGETS)),
+    n: options.Samples = defaults.SAMPLES,
+    temperature: options.Temperature = defaults.TEMPERATURE,
+    top_p: options.TopP = defaults.TOP_P,
+    max_new_tokens: options.MaxNewTokens = defaults.DECODE_MAX_NEW_TOKENS,
     grader: options.Grader = None,
-    grade_timeout: options.GradeTimeout = 10.0,
-    seed: options.Seed = 0,
+    grade_timeout: options.GradeTimeout = defaults.GRADE_TIMEOUT,
+    seed: options.Seed = defaults.SEED,
     rate: Annotated[
         float | None, typer.Option("--rate", help="random: per-step switch probability.")
     ] = None,
@@ -74,24 +75,26 @@ def cross_sample(
     window: Annotated[
         int | None,
         typer.Option(
-            "--window", help="gated/entropy: W, previous steps of the recent mean (default 16)."
+            "--window",
+            help="gated/entropy: W, previous steps of the recent mean "
+            f"(default {defaults.GATE_WINDOW}).",
         ),
     ] = None,
     replace_temperature: Annotated[
         float, typer.Option("--replace-temperature", help="rl-replace: base sampling temperature.")
-    ] = 0.6,
+    ] = defaults.REPLACE_TEMPERATURE,
     replace_top_p: Annotated[
         float, typer.Option("--replace-top-p", help="rl-replace: base sampling top-p.")
-    ] = 0.95,
+    ] = defaults.REPLACE_TOP_P,
     rast_base: Annotated[
         str | None, typer.Option("--rast-base", help="rast: the small base model.")
     ] = None,
     rast_rl: Annotated[
         str | None, typer.Option("--rast-rl", help="rast: the small RL model.")
     ] = None,
-    batch_size: options.BatchSize = 32,
-    dtype: options.DType = "auto",
-    device: options.Device = "auto",
+    batch_size: options.BatchSize = defaults.BATCH_SIZE,
+    dtype: options.DType = defaults.DTYPE,
+    device: options.Device = defaults.DEVICE,
     device_map: options.DeviceMap = None,
     overwrite: options.Overwrite = False,
 ) -> None:
@@ -102,14 +105,12 @@ def cross_sample(
     switch_positions, correct) and prints accuracy and recovery with 95% CIs per policy and
     budget. Same --seed, same responses, whatever the batch size.
     """
+    from divscope.analyses.cross_sampling import cross_sampling_curve
     from divscope.decoding import DecodeConfig
-    from divscope.decoding.pipeline import cross_sample as run
-    from divscope.decoding.pipeline import (
-        format_summary,
-        parse_budgets,
-        parse_policies,
-        summarize,
-    )
+    from divscope.decoding.cross_sample import cross_sample as run
+    from divscope.decoding.cross_sample import format_summary
+    from divscope.decoding.settings import parse_budgets, parse_policies
+    from divscope.scoring.stats import StatsConfig
 
     budget_list = parse_budgets(budgets)
     policies = parse_policies(
@@ -125,8 +126,7 @@ def cross_sample(
         replace_top_p=replace_top_p,
     )
     config = DecodeConfig(
-        temperature=temperature,
-        top_p=top_p,
+        StatsConfig(top_p=top_p, temperature=temperature),
         max_new_tokens=max_new_tokens,
         seed=seed,
         batch_size=batch_size,
@@ -152,5 +152,5 @@ def cross_sample(
     if grader is None:
         typer.echo(f"{results.height} responses, ungraded (pass --grader to grade them).")
     else:
-        typer.echo(format_summary(summarize(results, seed=seed)))
+        typer.echo(format_summary(cross_sampling_curve(results, seed=seed)))
     typer.echo(f"wrote {out}")

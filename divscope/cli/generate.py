@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from divscope import defaults
 from divscope.cli import options
 
 
@@ -27,17 +28,17 @@ def generate(
             ".jsonl file assembled when all prompts are done.",
         ),
     ],
-    n: options.Samples = 32,
-    temperature: options.Temperature = 1.0,
-    top_p: options.TopP = 0.7,
-    max_new_tokens: options.MaxNewTokens = 8000,
-    seed: options.Seed = 0,
+    n: options.Samples = defaults.SAMPLES,
+    temperature: options.Temperature = defaults.TEMPERATURE,
+    top_p: options.TopP = defaults.TOP_P,
+    max_new_tokens: options.MaxNewTokens = defaults.GENERATE_MAX_NEW_TOKENS,
+    seed: options.Seed = defaults.SEED,
     engine: Annotated[
         str,
         typer.Option(
             "--engine", help="hf (transformers, the lockstep decoder) or vllm (divscope[vllm])."
         ),
-    ] = "hf",
+    ] = defaults.ENGINE,
     chat_template: Annotated[
         bool,
         typer.Option(
@@ -52,9 +53,9 @@ def generate(
             help="Sequences decoded together (hf) or handed to vLLM per call; results do not "
             "depend on it under hf.",
         ),
-    ] = 32,
-    dtype: options.DType = "auto",
-    device: options.Device = "auto",
+    ] = defaults.BATCH_SIZE,
+    dtype: options.DType = defaults.DTYPE,
+    device: options.Device = defaults.DEVICE,
     device_map: options.DeviceMap = None,
     overwrite: options.Overwrite = False,
 ) -> None:
@@ -65,7 +66,7 @@ def generate(
     resumes where it stopped when rerun with the same settings.
     """
     from divscope.generation import GenerateConfig, Sampling
-    from divscope.generation import generate as run
+    from divscope.generation.generate import generate as run
 
     sampling = Sampling(
         n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed

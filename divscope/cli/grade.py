@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from divscope import defaults
 from divscope.cli import options
 
 
@@ -26,7 +27,7 @@ def grade(
             "May be RESPONSES itself with --overwrite.",
         ),
     ],
-    grader: options.Grader = "math",
+    grader: options.Grader = defaults.GRADER,
     answers: Annotated[
         Path | None,
         typer.Option(
@@ -35,7 +36,7 @@ def grade(
             "'answer' column.",
         ),
     ] = None,
-    timeout: options.GradeTimeout = 10.0,
+    timeout: options.GradeTimeout = defaults.GRADE_TIMEOUT,
     workers: Annotated[
         int | None,
         typer.Option("--workers", min=1, help="Grading processes (default: CPUs, at most 8)."),
@@ -47,11 +48,12 @@ def grade(
     Adds `correct` and `grade_note` (why a response could not be graded cleanly: no \\boxed{},
     timeout, ...) and prints mean@n with a problem-level 95% bootstrap interval.
     """
-    from divscope.grading import GradeConfig, grade_file
+    from divscope.grading import GradeConfig
+    from divscope.grading.grade import grade as run
 
     if os.getcwd() not in sys.path:  # so that --grader mymodule:check finds ./mymodule.py
         sys.path.insert(0, os.getcwd())
     config = GradeConfig(grader=grader, timeout=timeout, workers=workers)
-    report = grade_file(responses, out, config, answers=answers, overwrite=overwrite)
+    report = run(responses, out, config, answers=answers, overwrite=overwrite)
     typer.echo(report.format())
     typer.echo(f"wrote {out}")

@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from divscope import defaults
+
 app = typer.Typer(
     help="The miniature RLVR lab: a tiny base / RL / SFT model family.", no_args_is_help=True
 )
@@ -15,7 +17,9 @@ app = typer.Typer(
 @app.command("build")
 def build_command(
     out_dir: Annotated[Path, typer.Argument(help="New or empty directory to write the family to.")],
-    seed: Annotated[int, typer.Option("--seed", help="Seed of every random stream.")] = 0,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Seed of every random stream.")
+    ] = defaults.SEED,
     smoke: Annotated[
         bool,
         typer.Option("--smoke", help="A few steps of each stage only: checks the set-up quickly."),

@@ -98,11 +98,6 @@ Metric = Annotated[
 NBoot = Annotated[int, typer.Option("--n-boot", min=1, help="Bootstrap resamples.")]
 
 
-def table_name(path: Path) -> str:
-    """The default label of a token table: its file stem, or its directory's name."""
-    return path.stem if path.suffix else path.name
-
-
 def compared_tables(compare: list[Path] | None, label: list[str] | None) -> dict[str, Path]:
     """The --compare tables by label: each --label in order, then each table's own name.
 
@@ -110,6 +105,7 @@ def compared_tables(compare: list[Path] | None, label: list[str] | None) -> dict
         DivscopeError: more --label than --compare.
     """
     from divscope.errors import DivscopeError
+    from divscope.io import table_name
 
     labels = list(label or [])
     others = list(compare or [])

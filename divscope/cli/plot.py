@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from divscope import defaults
 from divscope.cli import options
 
 
@@ -35,12 +36,12 @@ def plot(
     ] = None,
     formats: Annotated[
         str, typer.Option("--format", help="Comma-separated file formats: png, pdf, svg.")
-    ] = "png,pdf",
-    metric: options.Metric = "js",
-    n_boot: options.NBoot = 1000,
+    ] = ",".join(defaults.FORMATS),
+    metric: options.Metric = defaults.METRIC,
+    n_boot: options.NBoot = defaults.N_BOOT,
     seed: Annotated[
         int, typer.Option("--seed", help="Seed of every bootstrap and of sampled raw values.")
-    ] = 0,
+    ] = defaults.SEED,
     overwrite: options.Overwrite = False,
 ) -> None:
     """Draw the papers' figures from TOKENS (and --xs, --compare, --evolution) into --out.
@@ -49,8 +50,8 @@ def plot(
     last; the directory appears only when complete. Figures that show raw values (KDEs,
     scatter) draw a seeded random sample and say so.
     """
-    from divscope.figures.gallery import evolution_steps
-    from divscope.figures.gallery import plot as run
+    from divscope.figures.plot import evolution_steps
+    from divscope.figures.plot import plot as run
 
     def progress(name: str, reason: str | None) -> None:
         typer.echo(f"  {name}" if reason is None else f"  {name}: skipped, {reason}")

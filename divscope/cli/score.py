@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from divscope import defaults
 from divscope.cli import options
 
 
@@ -24,11 +25,11 @@ def score(
             help="Token table: a .parquet file, or any other path for a directory of parts.",
         ),
     ],
-    top_p: options.TopP = 0.7,
-    temperature: options.Temperature = 1.0,
+    top_p: options.TopP = defaults.TOP_P,
+    temperature: options.Temperature = defaults.TEMPERATURE,
     batch_tokens: Annotated[
         int, typer.Option("--batch-tokens", help="Padded tokens per forward batch.")
-    ] = 16384,
+    ] = defaults.BATCH_TOKENS,
     chunk_rows: Annotated[
         int | None,
         typer.Option(
@@ -39,26 +40,24 @@ def score(
     ] = None,
     window: Annotated[
         int, typer.Option("--window", help="Sorted top-K window for top-p, top-k and ranks.")
-    ] = 1024,
-    dtype: options.DType = "auto",
-    device: options.Device = "auto",
+    ] = defaults.WINDOW,
+    dtype: options.DType = defaults.DTYPE,
+    device: options.Device = defaults.DEVICE,
     device_map: options.DeviceMap = None,
     overwrite: options.Overwrite = False,
 ) -> None:
     """Score every response token of TRAJECTORIES under --base and --rl.
 
     Writes one row per response token (JS on top-p truncated distributions, cross-entropy,
-    KL, entropies, ranks, top-k overlaps; see the README) and prints a one-screen summary.
+    KL, entropies, ranks, top-k overlaps; see docs/contracts.md) and prints a one-screen summary.
     """
-    from divscope.scoring import ScoreConfig
-    from divscope.scoring.pipeline import score as run
+    from divscope.scoring import ScoreConfig, StatsConfig
+    from divscope.scoring.score import score as run
 
     config = ScoreConfig(
-        top_p=top_p,
-        temperature=temperature,
+        StatsConfig(top_p=top_p, temperature=temperature, window=window),
         batch_tokens=batch_tokens,
         chunk_rows=chunk_rows,
-        window=window,
     )
     summary = run(
         trajectories,

@@ -23,6 +23,7 @@ import numpy as np
 import polars as pl
 
 from divscope.errors import DivscopeError
+from divscope.io import write_json
 from divscope.schema import require_columns
 
 # Token-table column behind each gated policy.
@@ -64,9 +65,8 @@ class Calibration:
         return self.gates[policy]
 
     def to_json(self, path: str | os.PathLike) -> None:
-        """Write the calibration as a small JSON file."""
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(asdict(self), indent=2) + "\n")
+        """Write the calibration as a small JSON file, atomically, replacing `path`."""
+        write_json(asdict(self), path, overwrite=True)
 
     @staticmethod
     def from_json(path: str | os.PathLike) -> Calibration:

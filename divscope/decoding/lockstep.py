@@ -20,6 +20,7 @@ from torch import Tensor
 
 from divscope.decoding.policies import Policy, StepView
 from divscope.decoding.randomness import Stream, uniforms
+from divscope.defaults import BATCH_SIZE, DECODE_MAX_NEW_TOKENS, SEED
 from divscope.errors import DivscopeError
 from divscope.models import check_context, context_length
 from divscope.scoring.stats import StatsConfig
@@ -27,35 +28,27 @@ from divscope.scoring.stats import StatsConfig
 
 @dataclass(frozen=True)
 class DecodeConfig:
-    """How the lockstep decoder samples."""
+    """How the lockstep decoder samples.
 
-    temperature: float = 1.0
-    """Sampling temperature; also the temperature of the per-step JS (--temperature)."""
-    top_p: float = 0.7
-    """Sampling top-p; also the top-p of the per-step JS (--top-p)."""
-    max_new_tokens: int = 512
+    >>> DecodeConfig(StatsConfig(top_p=0.9), max_new_tokens=64).sampling.top_p
+    0.9
+    """
+
+    sampling: StatsConfig = StatsConfig()
+    """Top-p, temperature and window of the sampled distributions, and of the per-step JS
+    (--top-p, --temperature)."""
+    max_new_tokens: int = DECODE_MAX_NEW_TOKENS
     """Length cap of a response (--max-new-tokens)."""
-    seed: int = 0
+    seed: int = SEED
     """Seed of the coupled uniforms (--seed)."""
-    batch_size: int = 32
+    batch_size: int = BATCH_SIZE
     """Sequences decoded together (--batch-size); results do not depend on it."""
-    window: int = 1024
-    """Sorted top-K window for top-p (exact full-sort fallback)."""
 
     def __post_init__(self) -> None:
-        _ = self.sampling  # validates temperature, top_p, window
         if self.max_new_tokens < 1:
             raise DivscopeError(f"--max-new-tokens must be >= 1, got {self.max_new_tokens}.")
         if self.batch_size < 1:
             raise DivscopeError(f"--batch-size must be >= 1, got {self.batch_size}.")
-
-    @property
-    def sampling(self) -> StatsConfig:
-        """The sampled distributions' (and the per-step JS's) top-p, temperature and window."""
-        try:
-            return StatsConfig(top_p=self.top_p, temperature=self.temperature, window=self.window)
-        except ValueError as error:
-            raise DivscopeError(str(error)) from error
 
 
 @dataclass(frozen=True)

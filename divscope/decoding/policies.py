@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 from divscope.decoding.randomness import inverse_cdf
+from divscope.defaults import GATE_WINDOW, REPLACE_TEMPERATURE, REPLACE_TOP_P
 from divscope.errors import DivscopeError
 from divscope.scoring.stats import (
     StatsConfig,
@@ -183,9 +184,9 @@ class RLReplace(Policy):
     """Emit the RL argmax where the base and RL argmaxes differ, else sample the base model."""
 
     name: ClassVar[str] = "rl-replace"
-    temperature: float = 0.6
+    temperature: float = REPLACE_TEMPERATURE
     """Temperature of the base model's samples (the run's --temperature is not used)."""
-    top_p: float = 0.95
+    top_p: float = REPLACE_TOP_P
     """Top-p of the base model's samples (the run's --top-p is not used)."""
 
     def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
@@ -205,7 +206,7 @@ class Gated(Policy):
     """Absolute threshold (`divscope calibrate`)."""
     lam: float
     """Relative threshold: a spike over the recent mean."""
-    window: int = 16
+    window: int = GATE_WINDOW
     """W, the previous steps the recent mean covers."""
 
     def score(self, view: StepView) -> Tensor:

@@ -1,7 +1,7 @@
 """Every figure divscope can draw, and writing all that given inputs allow to a directory.
 
 `FIGURES` names each figure, what it needs and its caption; `write_figures` draws them from
-in-memory inputs, `plot` from files (the `divscope plot` command). The output directory is
+in-memory inputs (`divscope.plot`, in `figures.plot`, from files). The output directory is
 written under a temporary name and renamed into place when complete, `index.md` last, so an
 interrupted run never leaves a directory that looks finished.
 """
@@ -9,7 +9,6 @@ interrupted run never leaves a directory that looks finished.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +19,6 @@ from matplotlib.figure import Figure
 
 from divscope import figures
 from divscope.analyses._frames import Frame
-from divscope.analyses.summary import SUMMARY_COLUMNS
 from divscope.errors import DivscopeError
 from divscope.figures.style import metric_symbol
 
@@ -43,7 +41,7 @@ class PlotInputs:
     evolution: Mapping[int, Frame] = field(default_factory=dict)
     """Training step -> token table of that RL checkpoint."""
     cross_sample: Frame | None = None
-    """Cross-sample results (DESIGN contract)."""
+    """Cross-sample results (docs/contracts.md, "Cross-sample results")."""
     metric: str = "js"
     """The divergence column every figure uses."""
     seed: int = 0
@@ -354,101 +352,3 @@ def _index(
         lines += [f"- `{name}`: {reason}" for name, reason in skipped.items()]
         lines.append("")
     return "\n".join(lines)
-
-
-def evolution_steps(specs: Sequence[str]) -> dict[int, Path]:
-    """Training step -> token table, from `STEP=PATH` or a path whose name ends in the step.
-
-    >>> evolution_steps(["runs/rl-step-40.parquet", "100=final.parquet"])
-    {40: PosixPath('runs/rl-step-40.parquet'), 100: PosixPath('final.parquet')}
-    """
-    steps: dict[int, Path] = {}
-    for spec in specs:
-        step_text, separator, path_text = spec.partition("=")
-        if separator and step_text.strip().isdigit():
-            step, path = int(step_text), Path(path_text)
-        else:
-            path = Path(spec)
-            match = re.search(r"(\d+)$", path.stem)
-            if match is None:
-                raise DivscopeError(
-                    f"--evolution {spec}: cannot tell the training step; name the table after "
-                    "its step (e.g. rl-step-100.parquet) or pass STEP=PATH (e.g. 100=rl.parquet)."
-                )
-            step = int(match.group(1))
-        if step in steps:
-            raise DivscopeError(f"--evolution: step {step} given twice ({steps[step]}, {path}).")
-        steps[step] = path
-    return steps
-
-
-def token_columns(metric: str) -> list[str]:
-    """The token-table columns the figures read (loaded once, shared by every figure)."""
-    return list(dict.fromkeys([*SUMMARY_COLUMNS, metric]))
-
-
-def plot(
-    tokens: str | os.PathLike,
-    out: str | os.PathLike,
-    *,
-    cross_sample: str | os.PathLike | None = None,
-    compare: Mapping[str, str | os.PathLike] | None = None,
-    evolution: Mapping[int, str | os.PathLike] | None = None,
-    names: Sequence[str] | None = None,
-    formats: Sequence[str] = ("png", "pdf"),
-    metric: str = "js",
-    seed: int = 0,
-    n_boot: int = 1000,
-    overwrite: bool = False,
-    on_figure: Callable[[str, str | None], None] | None = None,
-) -> PlotReport:
-    """File-to-file: read the tables, draw every figure they allow, write them and `index.md`.
-
-    The token table's needed columns are read once into memory; the other tables are scanned
-    lazily by the analyses that use them.
-
-    Args:
-        tokens: token table (a .parquet file or a directory of parts).
-        out: output directory.
-        cross_sample: cross-sample results (Parquet or JSONL).
-        compare: label -> another token table.
-        evolution: training step -> token table of that checkpoint.
-        names: figures to draw (default all).
-        formats: file formats among png, pdf, svg.
-        metric: the divergence column.
-        seed: seed of every sample and bootstrap.
-        n_boot: bootstrap resamples.
-        overwrite: replace an existing output directory.
-        on_figure: progress callback, see `write_figures`.
-    """
-    from divscope.io import read_table, scan_token_table
-
-    # Cheap checks first, so that a typo fails before the tables are read (write_figures
-    # checks again).
-    check_names(names)
-    check_formats(formats)
-    check_out(out, overwrite=overwrite)
-    frame = scan_token_table(tokens).select(token_columns(metric)).collect(engine="streaming")
-    inputs = PlotInputs(
-        tokens=frame,
-        label=Path(tokens).stem,
-        compare={name: scan_token_table(path) for name, path in (compare or {}).items()},
-        evolution={step: scan_token_table(path) for step, path in (evolution or {}).items()},
-        cross_sample=read_table(cross_sample) if cross_sample is not None else None,
-        metric=metric,
-        seed=seed,
-        n_boot=n_boot,
-    )
-    description = (
-        f"Token table `{tokens}`: {frame.height:,} tokens, metric `{metric}`, seed {seed}."
-        + (f" Cross-sample results `{cross_sample}`." if cross_sample is not None else "")
-    )
-    return write_figures(
-        inputs,
-        out,
-        names=names,
-        formats=formats,
-        overwrite=overwrite,
-        description=description,
-        on_figure=on_figure,
-    )

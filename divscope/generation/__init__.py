@@ -1,21 +1,18 @@
 """`divscope generate`: sample trajectories from a model, streamed and resumable per prompt.
 
+The entry point is `divscope.generate` (in `divscope.generation.generate`); this package holds
+its configuration and the sampling engines.
+
 >>> from divscope.generation import GenerateConfig, Sampling
 >>> GenerateConfig(Sampling(n=4, max_new_tokens=64)).sampling.n
 4
 """
 
 from divscope.generation.engine import ENGINES, Engine, HFEngine, Sampled, Sampling, VLLMEngine
-from divscope.generation.pipeline import (
-    OUTPUT_COLUMNS,
-    GenerateConfig,
-    GenerateReport,
-    generate,
-)
+from divscope.generation.generate import GenerateConfig, GenerateReport
 
 __all__ = [
     "ENGINES",
-    "OUTPUT_COLUMNS",
     "Engine",
     "GenerateConfig",
     "GenerateReport",
@@ -23,5 +20,4 @@ __all__ = [
     "Sampled",
     "Sampling",
     "VLLMEngine",
-    "generate",
 ]

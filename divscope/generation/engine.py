@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from divscope.defaults import GENERATE_MAX_NEW_TOKENS, SAMPLES, SEED, TEMPERATURE, TOP_P
 from divscope.errors import DivscopeError
 
 EngineName = Literal["hf", "vllm"]
@@ -23,15 +24,15 @@ ENGINES: tuple[str, ...] = ("hf", "vllm")
 class Sampling:
     """What every engine needs to sample responses."""
 
-    n: int = 32
+    n: int = SAMPLES
     """Responses per prompt (sample ids 0..n-1)."""
-    temperature: float = 1.0
+    temperature: float = TEMPERATURE
     """Sampling temperature (> 0)."""
-    top_p: float = 0.7
+    top_p: float = TOP_P
     """Sampling top-p, HF/vLLM semantics (docs/contracts.md, "Definitions")."""
-    max_new_tokens: int = 8000
+    max_new_tokens: int = GENERATE_MAX_NEW_TOKENS
     """Length cap of a response; a capped response has `finished` false."""
-    seed: int = 0
+    seed: int = SEED
     """Seed of the sampling."""
 
 
@@ -70,12 +71,12 @@ class HFEngine:
     def __init__(self, model: Any, tokenizer: Any, sampling: Sampling, batch_size: int) -> None:
         from divscope.decoding import DecodeConfig, build_policy
         from divscope.models import eos_ids
+        from divscope.scoring.stats import StatsConfig
 
         self.model, self.sampling, self.vocab = model, sampling, len(tokenizer)
         self.policy = build_policy("base")
         self.config = DecodeConfig(
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
+            StatsConfig(top_p=sampling.top_p, temperature=sampling.temperature),
             max_new_tokens=sampling.max_new_tokens,
             seed=sampling.seed,
             batch_size=batch_size,

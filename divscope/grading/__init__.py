@@ -1,9 +1,10 @@
 """Graders, grading of response tables, and accuracy estimators.
 
 Graders are `(response, answer) -> bool | Verdict` functions looked up by name (`math`,
-`exact`, `lab`, or `module:function`); `grade_table` and `grade_file` run one over many
-responses in worker processes with a per-response time limit. `pass_at_k`, `pass_at_k_curve`,
-`bootstrap_ci` and `Interval` are the analyses' own (one implementation), re-exported here.
+`exact`, `lab`, or `module:function`); `grade_table` runs one over many responses in worker
+processes with a per-response time limit, and `divscope.grade` does so file to file.
+`pass_at_k`, `pass_at_k_curve`, `bootstrap_ci` and `Interval` are the analyses' own (one
+implementation), re-exported here.
 
 >>> from divscope.grading import get_grader
 >>> get_grader("lab")("plan: forward ; 9 +3 = 12 ; answer: 12", "12")
@@ -16,7 +17,7 @@ from divscope._lazy import lazy_exports
 # and the pool, not the analyses (scipy) or Math-Verify (sympy).
 _EXPORTS: dict[str, str] = {
     "GradeConfig": "divscope.grading.table",
-    "GradeReport": "divscope.grading.table",
+    "GradeReport": "divscope.grading.grade",
     "Grader": "divscope.grading.registry",
     "Interval": "divscope.analyses.stats",
     "Outcome": "divscope.grading.pool",
@@ -25,7 +26,6 @@ _EXPORTS: dict[str, str] = {
     "bootstrap_ci": "divscope.analyses.stats",
     "final_answer": "divscope.grading.answer",
     "get_grader": "divscope.grading.registry",
-    "grade_file": "divscope.grading.table",
     "grade_table": "divscope.grading.table",
     "grader_target": "divscope.grading.registry",
     "known_graders": "divscope.grading.registry",

@@ -1,4 +1,4 @@
-"""Grading a table of responses (trajectories or cross-sample results), file to file.
+"""Grading a table of responses (trajectories or cross-sample results) in memory.
 
 Every response is graded in a `TimeoutPool` worker with a wall-clock limit, so a pathological
 answer costs one worker and a `timeout` note, never the run. Identical (response, answer) pairs
@@ -12,28 +12,25 @@ are graded once.
 from __future__ import annotations
 
 import os
-from collections import Counter
 from dataclasses import dataclass
 
 import polars as pl
 
-from divscope.analyses.stats import Interval
+from divscope.defaults import GRADE_TIMEOUT, GRADER
 from divscope.errors import DivscopeError
-from divscope.grading.accuracy import mean_at_n
 from divscope.grading.pool import TimeoutPool
-from divscope.grading.registry import get_grader, grader_target
+from divscope.grading.registry import grader_target
 from divscope.grading.verdict import Verdict
-from divscope.io import TokenTableWriter, read_table, write_table
-from divscope.schema import require_columns
+from divscope.schema import GRADED, require_columns
 
 
 @dataclass(frozen=True)
 class GradeConfig:
     """How to grade responses."""
 
-    grader: str = "math"
+    grader: str = GRADER
     """A registered grader (`math`, `exact`, `lab`) or a user function as `module:function`."""
-    timeout: float = 10.0
+    timeout: float = GRADE_TIMEOUT
     """Wall-clock seconds per response; an overrun grades False with a `timeout` note."""
     workers: int | None = None
     """Worker processes; None means one per CPU, at most 8."""
@@ -74,10 +71,8 @@ def grade_table(
             else Verdict(False, outcome.error)
         )
     graded = [verdicts[pair] for pair in zip(responses, gold, strict=True)]
-    return frame.with_columns(
-        pl.Series("correct", [v.correct for v in graded], dtype=pl.Boolean),
-        pl.Series("grade_note", [v.note for v in graded], dtype=pl.String),
-    )
+    columns = {"correct": [v.correct for v in graded], "grade_note": [v.note for v in graded]}
+    return frame.with_columns(pl.DataFrame(columns, schema=GRADED).get_columns())
 
 
 def _gold_answers(frame: pl.DataFrame, answers: pl.DataFrame | None) -> list[str]:
@@ -124,74 +119,3 @@ def _verdict(value: object, grader: str) -> Verdict:
 def _key(row: dict) -> str:
     keys = [f"{c}={row[c]!r}" for c in ("prompt_id", "sample_id", "policy", "budget") if c in row]
     return ", ".join(keys) or "a row"
-
-
-@dataclass(frozen=True)
-class GradeReport:
-    """What `grade_file` wrote, in numbers."""
-
-    n_responses: int
-    """Responses graded."""
-    n_prompts: int
-    """Distinct prompts among them."""
-    n_correct: int
-    """Responses graded correct."""
-    accuracy: Interval
-    """mean@n over prompts with its 95% problem-level bootstrap interval."""
-    notes: dict[str, int]
-    """How many responses got each `grade_note`, most frequent first."""
-
-    def format(self) -> str:
-        """Two or three lines for the terminal."""
-        a = self.accuracy
-        lines = [
-            f"graded {self.n_responses} responses of {self.n_prompts} prompts: "
-            f"{self.n_correct} correct",
-            f"mean@n {a.estimate:.4f} [{a.low:.4f}, {a.high:.4f}] "
-            f"({a.confidence:.0%} CI over prompts)",
-        ]
-        if self.notes:
-            noted = "; ".join(f"{n} × {note}" for note, n in list(self.notes.items())[:5])
-            lines.append(f"notes: {noted}")
-        return "\n".join(lines)
-
-
-def grade_file(
-    source: str | os.PathLike,
-    out: str | os.PathLike,
-    config: GradeConfig = GradeConfig(),
-    *,
-    answers: str | os.PathLike | None = None,
-    overwrite: bool = False,
-) -> GradeReport:
-    """Grade the responses of a trajectory or cross-sample results file and write it to `out`.
-
-    `out` gets every input column plus `correct` and `grade_note` (replaced if present), as
-    Parquet (`.parquet`), JSONL (`.jsonl`) or a directory of parts (any other path). `out` may
-    be `source` itself with `overwrite`: the input is read whole first and replaced atomically.
-
-    Args:
-        source: trajectories or cross-sample results with `prompt_id` and `response`.
-        out: where to write the graded table.
-        config: the grader, its timeout and the number of workers.
-        answers: a prompts file with `prompt_id` and `answer`, when `source` has no answers.
-        overwrite: replace `out` if it exists.
-
-    Raises:
-        DivscopeError: `out` exists without `overwrite`, or any `grade_table` error.
-    """
-    TokenTableWriter.check_target(out, overwrite=overwrite)
-    get_grader(config.grader)  # an unknown grader fails before a large input is read
-    frame = read_table(source)
-    require_columns(frame.columns, ["prompt_id", "response"], source=str(source), what="grading")
-    gold = None if answers is None else read_table(answers)
-    graded = grade_table(frame, config, answers=gold)
-    write_table(graded, out, overwrite=overwrite)
-    notes = Counter(note for note in graded["grade_note"].to_list() if note is not None)
-    return GradeReport(
-        n_responses=graded.height,
-        n_prompts=graded["prompt_id"].n_unique(),
-        n_correct=int(graded["correct"].sum()),
-        accuracy=mean_at_n(graded),
-        notes=dict(notes.most_common()),
-    )

@@ -26,6 +26,7 @@ import torch
 import transformers
 from transformers import AutoModelForCausalLM, PreTrainedModel, PreTrainedTokenizerFast
 
+from divscope.defaults import SEED
 from divscope.errors import DivscopeError
 from divscope.lab.evaluate import evaluate
 from divscope.lab.grpo import GRPOConfig, train_grpo
@@ -83,7 +84,7 @@ class BuildConfig:
 
 def build(
     out_dir: Path,
-    seed: int = 0,
+    seed: int = SEED,
     config: BuildConfig | None = None,
     log: Callable[[str], None] = lambda line: None,
 ) -> dict:

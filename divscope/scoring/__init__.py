@@ -1,6 +1,9 @@
-"""The teacher-forced scoring engine and its per-position statistics kernel."""
+"""The teacher-forced scoring engine and its per-position statistics kernel.
 
-from divscope.scoring.engine import ScoreConfig, ScoreSummary, score_trajectories
+The file-to-file entry point is `divscope.score` (in `divscope.scoring.score`).
+"""
+
+from divscope.scoring.engine import ScoreConfig, ScoreSummary, score_table, score_trajectories
 from divscope.scoring.stats import Nucleus, PairStats, StatsConfig, pair_stats, top_p_nucleus
 
 __all__ = [
@@ -10,6 +13,7 @@ __all__ = [
     "ScoreSummary",
     "StatsConfig",
     "pair_stats",
+    "score_table",
     "score_trajectories",
     "top_p_nucleus",
 ]

@@ -24,6 +24,7 @@ import polars as pl
 import torch
 from torch import Tensor
 
+from divscope.defaults import BATCH_TOKENS
 from divscope.errors import DivscopeError
 from divscope.models import context_length, vocab_size
 from divscope.schema import TOKEN_TABLE, TRAJECTORY_IDS, TRAJECTORY_KEY, require_columns
@@ -36,36 +37,27 @@ SUMMARY_QUANTILES: tuple[float, ...] = (0.5, 0.9, 0.99, 0.999)
 
 @dataclass(frozen=True)
 class ScoreConfig:
-    """How trajectories are scored."""
+    """How trajectories are scored.
 
-    top_p: float = 0.7
-    """Nucleus mass of the truncated distributions behind `js` (--top-p)."""
-    temperature: float = 1.0
-    """Temperature dividing the logits before top-p, for `js` and `nucleus_*` (--temperature)."""
-    batch_tokens: int = 16384
+    >>> ScoreConfig(StatsConfig(top_p=0.9), batch_tokens=4096).stats.top_p
+    0.9
+    """
+
+    stats: StatsConfig = StatsConfig()
+    """Top-p, temperature and window of the statistics (--top-p, --temperature, --window)."""
+    batch_tokens: int = BATCH_TOKENS
     """Padded tokens per forward batch (--batch-tokens); a longer sequence runs alone."""
     chunk_rows: int | None = None
     """Response positions per output-head chunk (--chunk-rows); bounds the [rows, V] buffers.
     None: as many as keep one float32 [rows, V] buffer within 24 MiB on CPU (the allocator
     then reuses its heap; larger buffers are fresh mappings whose page faults dominate the
     time) or 256 MiB on a GPU."""
-    window: int = 1024
-    """Width of the sorted top-K window for top-p, top-k and ranks (--window)."""
 
     def __post_init__(self) -> None:
-        _ = self.stats  # validates top_p, temperature, window
         if self.batch_tokens < 1:
             raise DivscopeError(f"--batch-tokens must be >= 1, got {self.batch_tokens}.")
         if self.chunk_rows is not None and self.chunk_rows < 1:
             raise DivscopeError(f"--chunk-rows must be >= 1, got {self.chunk_rows}.")
-
-    @property
-    def stats(self) -> StatsConfig:
-        """The statistics' part of this configuration."""
-        try:
-            return StatsConfig(top_p=self.top_p, temperature=self.temperature, window=self.window)
-        except ValueError as error:
-            raise DivscopeError(str(error)) from error
 
 
 @dataclass(frozen=True)
@@ -154,6 +146,26 @@ def score_trajectories(
         near_zero_js_share=float((js < NEAR_ZERO_JS).mean()) if js.size else 0.0,
         seconds=time.perf_counter() - start,
     )
+
+
+def score_table(
+    trajectories: pl.DataFrame,
+    base,
+    rl,
+    tokenizer,
+    config: ScoreConfig = ScoreConfig(),  # noqa: B008 (frozen, hashable)
+    *,
+    progress: bool = True,
+) -> pl.DataFrame:
+    """The token table of `trajectories`, in memory: `score_trajectories` with its batches
+    collected and concatenated. For tables that fit in memory (calibration samples, tests);
+    `divscope.score` streams to disk instead.
+    """
+    parts: list[pl.DataFrame] = []
+    score_trajectories(
+        trajectories, base, rl, tokenizer, config, sink=parts.append, progress=progress
+    )
+    return pl.concat(parts)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@ from dataclasses import dataclass, fields
 import torch
 from torch import Tensor
 
+from divscope.defaults import TEMPERATURE, TOP_P, WINDOW
+from divscope.errors import DivscopeError
 from divscope.schema import OVERLAP_KS
 
 # Largest k of the top-k statistics: the RL model's top-3 tokens and the overlap_k columns.
@@ -36,21 +38,24 @@ LN2 = math.log(2.0)
 class StatsConfig:
     """How the divergence statistics are computed."""
 
-    top_p: float = 0.7
-    """Nucleus mass of the truncated distributions behind `js` (0 < top_p <= 1)."""
-    temperature: float = 1.0
-    """Temperature dividing the logits before top-p, for `js` and `nucleus_*` only."""
-    window: int = 1024
+    top_p: float = TOP_P
+    """Nucleus mass of the truncated distributions behind `js` (0 < top_p <= 1; --top-p)."""
+    temperature: float = TEMPERATURE
+    """Temperature dividing the logits before top-p, for `js` and `nucleus_*` only
+    (--temperature)."""
+    window: int = WINDOW
     """Width K of the widest sorted top-K window (after a first one of 64); rows whose nucleus
     or top-k does not fit fall back to an exact full sort."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}; set --top-p.")
+            raise DivscopeError(f"top_p must be in (0, 1], got {self.top_p}; set --top-p.")
         if not self.temperature > 0.0:
-            raise ValueError(f"temperature must be > 0, got {self.temperature}; set --temperature.")
+            raise DivscopeError(
+                f"temperature must be > 0, got {self.temperature}; set --temperature."
+            )
         if self.window < 1:
-            raise ValueError(f"window must be >= 1, got {self.window}.")
+            raise DivscopeError(f"window must be >= 1, got {self.window}.")
 
 
 @dataclass(frozen=True)

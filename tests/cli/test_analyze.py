@@ -107,3 +107,15 @@ def test_analyze_bad_input_is_one_line_with_status_2(tokens, tmp_path, extra, me
     assert result.exit_code == 2
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+def test_analyze_refuses_an_existing_output_without_overwrite(tokens, tmp_path):
+    out = tmp_path / "summary.json"
+    out.write_text("{}\n")
+    result = run(tokens, "--out", out, "--n-boot", "5")
+    assert result.exit_code == 2
+    assert f"{out}: output exists; pass --overwrite" in result.output
+    assert out.read_text() == "{}\n"
+    result = run(tokens, "--out", out, "--n-boot", "5", "--overwrite")
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text())["n_tokens"] == 300

@@ -1,4 +1,3 @@
-import inspect
 import json
 
 import polars as pl
@@ -6,10 +5,8 @@ import pytest
 from typer.testing import CliRunner
 
 from divscope.cli import app
-from divscope.cli.score import score as score_command
 from divscope.io import read_metadata, read_token_table
 from divscope.schema import TOKEN_TABLE
-from divscope.scoring import ScoreConfig
 from tests.tinymodels import WORDS, make_model, make_tokenizer
 
 runner = CliRunner()
@@ -82,16 +79,6 @@ def test_score_end_to_end(tmp_path, tiny_pair):
     assert metadata["top_p"] == 0.9 and metadata["temperature"] == 1.0
     assert metadata["models"]["rl"]["name_or_path"] == str(rl)
     assert metadata["models"]["base"]["architecture"] == "LlamaForCausalLM"
-
-
-def test_cli_defaults_are_the_engine_defaults():
-    defaults = {
-        name: parameter.default
-        for name, parameter in inspect.signature(score_command).parameters.items()
-    }
-    config = ScoreConfig()
-    for field in ("top_p", "temperature", "batch_tokens", "chunk_rows", "window"):
-        assert defaults[field] == getattr(config, field), field
 
 
 def _tokenizer_twin(tmp_path, words):

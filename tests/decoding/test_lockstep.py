@@ -10,12 +10,14 @@ import torch
 
 from divscope.decoding import DecodeConfig, Lockstep, Request, build_policy, decode
 from divscope.errors import DivscopeError
-from divscope.scoring import ScoreConfig, score_trajectories
+from divscope.scoring import ScoreConfig, StatsConfig, score_table
 from tests.tinymodels import make_model, make_tokenizer
 
 VOCAB = 44  # the tokenizer's size; the tiny models' heads have 48 rows
 EOS = [2]
-CONFIG = DecodeConfig(temperature=1.0, top_p=0.7, max_new_tokens=12, batch_size=5, seed=3)
+CONFIG = DecodeConfig(
+    StatsConfig(temperature=1.0, top_p=0.7), max_new_tokens=12, batch_size=5, seed=3
+)
 PROMPTS = {"a": (5, 6, 7), "b": (8,), "c": (9, 10, 11, 12, 13, 14), "d": (15, 16)}
 
 
@@ -168,17 +170,10 @@ def _scored(models, requests, decoded, config=CONFIG) -> pl.DataFrame:
             "response_ids": [d.response_ids for d in decoded],
         }
     )
-    parts: list[pl.DataFrame] = []
-    score_trajectories(
-        trajectories,
-        models["base"],
-        models["rl"],
-        make_tokenizer(),
-        ScoreConfig(top_p=config.top_p, temperature=config.temperature),
-        sink=parts.append,
-        progress=False,
+    config = ScoreConfig(stats=config.sampling)
+    return score_table(
+        trajectories, models["base"], models["rl"], make_tokenizer(), config, progress=False
     )
-    return pl.concat(parts)
 
 
 def _rows(table, request):
@@ -193,7 +188,8 @@ def test_forward_switches_exactly_where_the_scoring_engine_sees_js_above_eps(
     models, temperature, top_p, eps
 ):
     """eps near the median JS of these models at each setting, so both cases occur."""
-    config = DecodeConfig(temperature=temperature, top_p=top_p, max_new_tokens=12, batch_size=7)
+    sampling = StatsConfig(temperature=temperature, top_p=top_p)
+    config = DecodeConfig(sampling, max_new_tokens=12, batch_size=7)
     tolerance = 1e-5
     requests = _requests(budgets=(3, -1))
     decoded = _run(models, "forward", requests, config, eps=eps)

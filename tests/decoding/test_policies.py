@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from divscope.decoding.calibration import Calibration, Gate
-from divscope.decoding.pipeline import parse_budgets, parse_policies
 from divscope.decoding.policies import (
     POLICIES,
     Base,
@@ -15,6 +14,7 @@ from divscope.decoding.policies import (
     RLReplace,
     build_policy,
 )
+from divscope.decoding.settings import parse_budgets, parse_policies
 from divscope.errors import DivscopeError
 
 

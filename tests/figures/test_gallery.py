@@ -1,14 +1,12 @@
-"""write_figures and plot: what is written, what is skipped and why, atomic output."""
+"""write_figures and `divscope.plot`: what is written, what is skipped and why, atomic output."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
 from divscope.errors import DivscopeError
 from divscope.figures import gallery
-from divscope.figures.gallery import FIGURES, PlotInputs, evolution_steps, write_figures
+from divscope.figures.gallery import FIGURES, PlotInputs, write_figures
 
 CHEAP = ["percentile_curve", "compare_sparsity", "evolution", "cross_sampling_curves"]
 
@@ -90,30 +88,3 @@ def test_bad_names_and_formats(tokens, tmp_path, names, formats, message):
     with pytest.raises(DivscopeError, match=message):
         write_figures(PlotInputs(tokens), tmp_path / "out", names=names, formats=formats)
     assert not (tmp_path / "out").exists()
-
-
-def test_evolution_steps():
-    assert evolution_steps(["a/rl-step-40.parquet", "100=b/final.parquet", "c/ckpt7"]) == {
-        40: Path("a/rl-step-40.parquet"),
-        100: Path("b/final.parquet"),
-        7: Path("c/ckpt7"),
-    }
-    with pytest.raises(DivscopeError, match="cannot tell the training step"):
-        evolution_steps(["rl.parquet"])
-    with pytest.raises(DivscopeError, match="step 4 given twice"):
-        evolution_steps(["x-4.parquet", "4=y.parquet"])
-
-
-def test_plot_reads_files(tokens, results, tmp_path):
-    tokens.write_parquet(tmp_path / "rl.parquet")
-    results.write_parquet(tmp_path / "xs.parquet")
-    report = gallery.plot(
-        tmp_path / "rl.parquet",
-        tmp_path / "out",
-        cross_sample=tmp_path / "xs.parquet",
-        names=["percentile_curve", "takeover_knee"],
-        formats=["png"],
-        n_boot=20,
-    )
-    assert list(report.written) == ["percentile_curve", "takeover_knee"]
-    assert f"{tokens.height:,} tokens" in (tmp_path / "out" / "index.md").read_text()

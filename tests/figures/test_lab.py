@@ -23,8 +23,8 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def lab_tokens(tmp_path_factory):
+    from divscope import score
     from divscope.io import read_token_table
-    from divscope.scoring.pipeline import score
 
     out = tmp_path_factory.mktemp("lab") / "tokens.parquet"
     score(TRAJECTORIES, base=str(LAB / "base"), rl=str(LAB / "rl"), out=out, progress=False)

@@ -6,7 +6,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from divscope.generation import GenerateConfig, Sampling, generate
+from divscope import generate
+from divscope.generation import GenerateConfig, Sampling
 from divscope.grading import GradeConfig, grade_table
 from divscope.io import read_table, read_token_table
 
@@ -49,7 +50,7 @@ def test_lab_generation_is_reproducible_and_well_formed(lab_run):
 
 
 def test_lab_responses_grade_and_their_ids_score_unchanged(lab_run):
-    from divscope.scoring.pipeline import score
+    from divscope import score
 
     root, (frame, _) = lab_run
     graded = grade_table(frame, GradeConfig("lab", workers=1))

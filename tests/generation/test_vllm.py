@@ -5,8 +5,9 @@ import json
 
 import pytest
 
+from divscope import generate
 from divscope.errors import DivscopeError
-from divscope.generation import GenerateConfig, Sampling, generate
+from divscope.generation import GenerateConfig, Sampling
 from divscope.io import read_table
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None

@@ -9,7 +9,7 @@ import torch
 
 from divscope.errors import DivscopeError
 from divscope.schema import TOKEN_TABLE
-from divscope.scoring import ScoreConfig, score_trajectories
+from divscope.scoring import ScoreConfig, StatsConfig, score_trajectories
 from tests.scoring.reference import (
     DISCRETE_COLUMNS,
     FLOAT_COLUMNS,
@@ -62,8 +62,17 @@ def _trajectories(n: int, seed: int, max_prompt: int = 8, max_response: int = 24
 
 def _score(trajectories, base, rl, tokenizer, **config) -> tuple[pl.DataFrame, object]:
     frames: list[pl.DataFrame] = []
+    stats = StatsConfig(
+        **{k: config.pop(k) for k in ("top_p", "temperature", "window") if k in config}
+    )
     summary = score_trajectories(
-        trajectories, base, rl, tokenizer, ScoreConfig(**config), sink=frames.append, progress=False
+        trajectories,
+        base,
+        rl,
+        tokenizer,
+        ScoreConfig(stats, **config),
+        sink=frames.append,
+        progress=False,
     )
     table = pl.concat(frames) if frames else pl.DataFrame(schema=TOKEN_TABLE)
     return table.sort("prompt_id", "sample_id", "position"), summary

@@ -8,6 +8,7 @@ import pytest
 import torch
 from transformers.generation.logits_process import TopPLogitsWarper
 
+from divscope.errors import DivscopeError
 from divscope.scoring.stats import (
     StatsConfig,
     pair_stats,
@@ -158,7 +159,7 @@ def test_identical_distributions_do_not_diverge():
 
 
 def test_config_is_validated():
-    with pytest.raises(ValueError, match="top_p"):
+    with pytest.raises(DivscopeError, match=r"top_p must be in \(0, 1\], got 0.0; set --top-p"):
         StatsConfig(top_p=0.0)
-    with pytest.raises(ValueError, match="temperature"):
+    with pytest.raises(DivscopeError, match="temperature must be > 0, got 0.0; set --temperature"):
         StatsConfig(temperature=0.0)

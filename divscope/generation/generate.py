@@ -20,6 +20,7 @@ from typing import Any
 
 import polars as pl
 
+from divscope.defaults import BATCH_SIZE, DEVICE, DTYPE, ENGINE
 from divscope.errors import DivscopeError
 from divscope.generation.engine import ENGINES, Engine, EngineName, Sampled, Sampling
 from divscope.io import (
@@ -29,21 +30,9 @@ from divscope.io import (
     read_table,
     write_table,
 )
+from divscope.schema import GENERATED
 
 MANIFEST = "generate.json"
-
-# Columns `generate` writes; prompt columns with other names are carried through.
-OUTPUT_COLUMNS: dict[str, pl.DataType] = {
-    "prompt_id": pl.String(),
-    "sample_id": pl.Int32(),
-    "prompt": pl.String(),
-    "prompt_ids": pl.List(pl.Int32()),
-    "response": pl.String(),
-    "response_ids": pl.List(pl.Int32()),
-    "n_tokens": pl.Int32(),
-    "finished": pl.Boolean(),
-    "model": pl.String(),
-}
 
 
 @dataclass(frozen=True)
@@ -52,11 +41,11 @@ class GenerateConfig:
 
     sampling: Sampling = Sampling()
     """n, temperature, top-p, length cap and seed."""
-    engine: EngineName = "hf"
+    engine: EngineName = ENGINE
     """`hf` (the lockstep decoder, any transformers model) or `vllm` (needs `divscope[vllm]`)."""
     chat_template: bool = False
     """Wrap each raw question in the tokenizer's chat template (--chat-template)."""
-    batch_size: int = 32
+    batch_size: int = BATCH_SIZE
     """Sequences decoded together (`hf`) or handed to vLLM per call; results do not depend on
     it under `hf`."""
 
@@ -109,8 +98,8 @@ def generate(
     out: str | os.PathLike,
     config: GenerateConfig = GenerateConfig(),
     *,
-    dtype: str = "auto",
-    device: str = "auto",
+    dtype: str = DTYPE,
+    device: str = DEVICE,
     device_map: str | None = None,
     overwrite: bool = False,
     progress: bool = True,
@@ -130,15 +119,18 @@ def generate(
         progress: show a progress bar over prompts on stderr.
 
     Returns:
-        What was generated. Rows follow DESIGN's trajectory schema (`OUTPUT_COLUMNS`).
+        What was generated. Rows have the `divscope.schema.GENERATED`
+        columns, then the prompts' other columns.
 
     Raises:
         DivscopeError: bad prompts, a finished output or one made with other settings without
             `overwrite`, a prompt too long for the model, or `vllm` not installed.
 
     Example:
-        >>> generate("prompts.jsonl", "fixtures/lab/base", "runs/base",  # doctest: +SKIP
-        ...          GenerateConfig(Sampling(n=8, max_new_tokens=64, seed=1)))
+        >>> import divscope
+        >>> report = divscope.generate(  # doctest: +SKIP
+        ...     "prompts.jsonl", "fixtures/lab/base", "runs/base",
+        ...     GenerateConfig(Sampling(n=8, max_new_tokens=64, seed=1)))
     """
     from tqdm.auto import tqdm
 
@@ -162,7 +154,7 @@ def generate(
     manifest = _manifest(model, config, keys, ids)
     done = _prepare(parts, manifest, overwrite=overwrite)
     todo = [i for i in range(len(keys)) if i not in done]
-    carried = frame.drop([c for c in frame.columns if c in OUTPUT_COLUMNS])
+    carried = frame.drop([c for c in frame.columns if c in GENERATED])
     engine = _engine(model, tokenizer, config, dtype, device, device_map) if todo else None
     if engine is not None:
         engine.check([(keys[i], ids[i]) for i in todo])  # fail before any work, not midway
@@ -262,4 +254,4 @@ def _part(
         "finished": [r.finished for r in responses],
         "model": [model] * n,
     }
-    return pl.DataFrame(columns, schema=OUTPUT_COLUMNS)
+    return pl.DataFrame(columns, schema=GENERATED)

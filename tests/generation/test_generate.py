@@ -1,12 +1,13 @@
-"""`divscope.generation.generate` on tiny real models (tests/conftest.py)."""
+"""`divscope.generate` on tiny real models (tests/conftest.py)."""
 
 import json
 
 import polars as pl
 import pytest
 
+from divscope import generate
 from divscope.errors import DivscopeError
-from divscope.generation import GenerateConfig, Sampling, generate
+from divscope.generation import GenerateConfig, Sampling
 from divscope.io import read_table, read_trajectories
 
 EOS = 2  # conftest's tokenizer: <pad> <bos> <eos> <unk> w0 ...

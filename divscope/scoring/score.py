@@ -11,6 +11,7 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
+from divscope.defaults import DEVICE, DTYPE
 from divscope.scoring.engine import ScoreConfig, ScoreSummary
 
 
@@ -21,8 +22,8 @@ def score(
     rl: str,
     out: str | os.PathLike,
     config: ScoreConfig = ScoreConfig(),  # noqa: B008 (frozen, hashable)
-    dtype: str = "auto",
-    device: str = "auto",
+    dtype: str = DTYPE,
+    device: str = DEVICE,
     device_map: str | None = None,
     overwrite: bool = False,
     progress: bool = True,
@@ -30,7 +31,8 @@ def score(
     """Score every response token of a trajectory file under a base and an RL model.
 
     Args:
-        trajectories: Parquet or JSONL trajectories (ids or text; see the README's contracts).
+        trajectories: Parquet or JSONL trajectories, ids or text (docs/contracts.md,
+            "Trajectories").
         base: the base model, a local directory or a hub id.
         rl: the RL-fine-tuned model; it must share the base model's tokenizer.
         out: the token table: a path ending in `.parquet` is one file, any other path a
@@ -76,9 +78,9 @@ def score(
             for (name, model), path in zip(models.items(), (base, rl), strict=True)
         },
         "trajectories": str(Path(trajectories)),
-        "top_p": config.top_p,
-        "temperature": config.temperature,
-        "window": config.window,
+        "top_p": config.stats.top_p,
+        "temperature": config.stats.temperature,
+        "window": config.stats.window,
         "dtype": dtype,
         "device": device if device_map is None else f"device_map={device_map}",
         "divscope_version": __version__,

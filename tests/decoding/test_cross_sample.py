@@ -1,11 +1,12 @@
-"""`summarize` and `format_summary`: the table `divscope cross-sample` prints."""
+"""`format_summary`: the table `divscope cross-sample` prints."""
 
 from __future__ import annotations
 
 import polars as pl
 import pytest
 
-from divscope.decoding.pipeline import format_summary, summarize
+from divscope.analyses.cross_sampling import cross_sampling_curve
+from divscope.decoding.cross_sample import format_summary
 
 
 def results(forward_eps: list[float]) -> pl.DataFrame:
@@ -50,6 +51,6 @@ def results(forward_eps: list[float]) -> pl.DataFrame:
 def test_format_summary_names_the_setting_only_when_a_policy_has_several(
     forward_eps, expected_rows
 ):
-    table = format_summary(summarize(results(forward_eps), n_boot=10))
+    table = format_summary(cross_sampling_curve(results(forward_eps), n_boot=10))
     width = len(expected_rows[0])
     assert [tuple(line.split()[:width]) for line in table.splitlines()] == expected_rows

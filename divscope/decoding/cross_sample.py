@@ -1,8 +1,8 @@
-"""`cross_sample` and `calibrate`: files and model paths in, results on disk out.
+"""`cross_sample`: prompts and model paths in, graded cross-sample results on disk out.
 
-What `divscope cross-sample` and `divscope calibrate` run: validate the cheap inputs first (the
-output path, prompts, grader, policies, budgets), load the models and their shared tokenizer,
-decode, grade, write atomically.
+What `divscope cross-sample` runs: validate the cheap inputs first (the output path, prompts,
+grader, policies, budgets), load the models and their shared tokenizer, decode, grade, write
+atomically. `format_summary` is the table the command prints.
 """
 
 from __future__ import annotations
@@ -15,13 +15,11 @@ from typing import Any
 
 import polars as pl
 
-from divscope.decoding.calibration import Calibration, calibrate_table
 from divscope.decoding.lockstep import DecodeConfig, Decoded, Request
 from divscope.decoding.policies import Policy
+from divscope.defaults import BUDGETS, DEVICE, DTYPE, GRADE_TIMEOUT, SAMPLES
 from divscope.errors import DivscopeError
 from divscope.schema import CROSS_SAMPLE_PARAMS, SETTING_COLUMNS
-
-DEFAULT_BUDGETS: tuple[int, ...] = (0, 1, 2, 4, 8, 16, 32, 64, -1)
 
 MODEL_FLAGS: dict[str, str] = {
     "base": "--base",
@@ -31,96 +29,22 @@ MODEL_FLAGS: dict[str, str] = {
 }
 
 
-def parse_budgets(text: str) -> tuple[int, ...]:
-    """Parse `--budgets`: comma-separated integers >= 0, or −1 for unlimited.
-
-    >>> parse_budgets("0,1,2,-1")
-    (0, 1, 2, -1)
-
-    Raises:
-        DivscopeError: an empty list, a non-integer or a value below −1.
-    """
-    parts = [part.strip() for part in text.split(",")]
-    try:
-        budgets = tuple(int(part) for part in parts)
-    except ValueError as error:
-        raise DivscopeError(
-            f"--budgets {text!r}: expected comma-separated integers such as 0,1,2,4,-1 "
-            "(−1 = unlimited)."
-        ) from error
-    bad = [b for b in budgets if b < -1]
-    if bad:
-        raise DivscopeError(f"--budgets {text!r}: {bad[0]} is not a budget (>= 0, or −1).")
-    return budgets
-
-
-def parse_policies(
-    text: str,
-    *,
-    eps: float | None = None,
-    rate: float | None = None,
-    alpha: float | None = None,
-    tau: float | None = None,
-    lam: float | None = None,
-    window: int | None = None,
-    calibration: str | os.PathLike | None = None,
-    replace_temperature: float = 0.6,
-    replace_top_p: float = 0.95,
-) -> list[Policy]:
-    """Parse `--policy`: comma-separated policy names, each built with the parameters it takes.
-
-    `gated` and `entropy` take `tau`, `lam` and `window` from the `calibration` JSON (of
-    `divscope calibrate`) where not given; `rl-replace` samples the base model at
-    `replace_temperature` and `replace_top_p`.
-
-    >>> parse_policies("base, forward", eps=0.05)
-    [Base(), Forward(eps=0.05)]
-
-    Raises:
-        DivscopeError: a policy named twice, an unknown policy, or a parameter that a policy
-            needs missing or out of range (see `build_policy`).
-    """
-    from divscope.decoding.policies import build_policy
-
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    if len(set(names)) != len(names):
-        raise DivscopeError(f"--policy {text!r}: a policy appears twice.")
-    calibrated: Calibration | None = None
-    policies = []
-    for name in names:
-        params = {"eps": eps, "rate": rate, "alpha": alpha, "lam": lam}
-        if name in ("gated", "entropy"):
-            params |= {"tau": tau, "lam": lam, "window": window}
-            if calibration is not None:
-                calibrated = calibrated or Calibration.from_json(calibration)
-                gate = calibrated.gate(name)
-                params |= {
-                    "tau": tau if tau is not None else gate.tau,
-                    "lam": lam if lam is not None else gate.lam,
-                    "window": window if window is not None else calibrated.window,
-                }
-        if name == "rl-replace":
-            params |= {"temperature": replace_temperature, "top_p": replace_top_p}
-        policies.append(build_policy(name, **params))
-    return policies
-
-
 def cross_sample(
     prompts: str | os.PathLike,
     *,
     base: str,
-    rl: str | None,
     policies: Sequence[Policy],
     out: str | os.PathLike,
-    budgets: Sequence[int] = DEFAULT_BUDGETS,
-    n: int = 32,
+    rl: str | None = None,
+    budgets: Sequence[int] = BUDGETS,
+    n: int = SAMPLES,
     config: DecodeConfig = DecodeConfig(),  # noqa: B008 (frozen, hashable)
     grader: str | None = None,
-    grade_timeout: float = 10.0,
+    grade_timeout: float = GRADE_TIMEOUT,
     rast_base: str | None = None,
     rast_rl: str | None = None,
-    dtype: str = "auto",
-    device: str = "auto",
+    dtype: str = DTYPE,
+    device: str = DEVICE,
     device_map: str | None = None,
     overwrite: bool = False,
     progress: bool = True,
@@ -130,9 +54,9 @@ def cross_sample(
     Args:
         prompts: Parquet or JSONL prompts (`prompt_id`, `prompt` or `prompt_ids`, `answer`).
         base: the base model, a local directory or a hub id.
-        rl: the RL model (not needed by `base` and `rast`).
         policies: the policies to run, e.g. `[Base(), RL(), Forward(eps=0.05)]`.
         out: the results, `.parquet` or `.jsonl`, written atomically.
+        rl: the RL model (not needed by `base` and `rast`).
         budgets: switch budgets of the budgeted policies (−1 = unlimited); the other
             policies run once with budget −1.
         n: responses per prompt (sample ids 0..n−1) per policy and budget.
@@ -149,15 +73,17 @@ def cross_sample(
         progress: show progress bars on stderr.
 
     Returns:
-        The results as written (DESIGN "Cross-sample results" plus `CROSS_SAMPLE_PARAMS`).
+        The results as written (docs/contracts.md, "Cross-sample results", plus
+        `CROSS_SAMPLE_PARAMS`).
 
     Raises:
         DivscopeError: bad prompts, budgets or grader, a missing model, models that do not
             share a tokenizer, or an existing output without `overwrite`.
 
     Example:
+        >>> import divscope
         >>> from divscope.decoding.policies import Base, Forward, RL
-        >>> results = cross_sample(  # doctest: +SKIP
+        >>> results = divscope.cross_sample(  # doctest: +SKIP
         ...     "fixtures/lab/prompts/eval.jsonl", base="fixtures/lab/base",
         ...     rl="fixtures/lab/rl", policies=[Base(), RL(), Forward(eps=0.05)],
         ...     out="runs/forward.parquet", n=4, grader="lab")
@@ -189,7 +115,7 @@ def cross_sample(
         if paths[name] is None:
             users = ", ".join(p.name for p in policies if name in p.models)
             raise DivscopeError(f"policy {users} needs {MODEL_FLAGS[name]}.")
-    tokenizer, prompt_ids, models, eos = _load(
+    tokenizer, prompt_ids, models, eos = load(
         frame, str(prompts), {name: paths[name] for name in needed}, dtype, device, device_map
     )
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos[0]
@@ -230,8 +156,8 @@ def cross_sample(
         "policies": [{"policy": p.name, **p.params()} for p in policies],
         "budgets": list(budgets),
         "n": n,
-        "temperature": config.temperature,
-        "top_p": config.top_p,
+        "temperature": config.sampling.temperature,
+        "top_p": config.sampling.top_p,
         "max_new_tokens": config.max_new_tokens,
         "seed": config.seed,
         "grader": grader,
@@ -244,7 +170,7 @@ def cross_sample(
     return results
 
 
-def _load(
+def load(
     frame: pl.DataFrame,
     source: str,
     paths: dict[str, str],
@@ -253,7 +179,20 @@ def _load(
     device_map: str | None,
 ) -> tuple[Any, list[list[int]], dict[str, Any], list[int]]:
     """The shared tokenizer, the prompts' token ids (checked before any model loads), the
-    models by name and the EOS ids (of the tokenizer and the first model)."""
+    models by name and the EOS ids (of the tokenizer and the first model).
+
+    Args:
+        frame: prompts as `io.read_prompts` returns them.
+        source: the prompts file, for error messages.
+        paths: model name -> local directory or hub id; the first model's tokenizer is used.
+        dtype: weights dtype.
+        device: `auto`, `cpu`, `cuda` or `cuda:N`.
+        device_map: passed to `from_pretrained`.
+
+    Raises:
+        DivscopeError: a prompt that the tokenizer cannot hold, models that do not share a
+            tokenizer, or a model that cannot be loaded.
+    """
     from divscope.io import prompt_token_ids
     from divscope.models import eos_ids, load_model
 
@@ -285,7 +224,7 @@ def _results_frame(
     config: DecodeConfig,
 ) -> pl.DataFrame:
     params: dict[str, Any] = {c: None for c in CROSS_SAMPLE_PARAMS}
-    params |= {"temperature": config.temperature, "top_p": config.top_p}
+    params |= {"temperature": config.sampling.temperature, "top_p": config.sampling.top_p}
     params |= {"max_new_tokens": config.max_new_tokens}
     params |= {k: v for k, v in policy.params().items() if k != "eps"}
     eps = policy.params().get("eps")
@@ -315,17 +254,9 @@ def _results_frame(
     )
 
 
-def summarize(results: pl.DataFrame, *, n_boot: int = 1000, seed: int = 0) -> pl.DataFrame:
-    """The Table-1 summary: per setting (policy, budget, `eps` and the policy parameters),
-    accuracy and recovery with 95% CIs and the switched-token shares
-    (`analyses.cross_sampling.cross_sampling_curve`)."""
-    from divscope.analyses.cross_sampling import cross_sampling_curve
-
-    return cross_sampling_curve(results, n_boot=n_boot, seed=seed)
-
-
 def format_summary(curve: pl.DataFrame) -> str:
-    """A fixed-width text table of `summarize`'s output.
+    """A fixed-width text table of a `cross_sampling_curve` (what `divscope cross-sample`
+    prints).
 
     When some policy was run at several settings, a `setting` column names the setting columns
     that vary within each policy (e.g. `eps=0.05`); otherwise the table has no such column.
@@ -367,107 +298,3 @@ def format_summary(curve: pl.DataFrame) -> str:
             f"{share(row['switch_share_pooled']):>9} {share(row['effective_share_pooled']):>9}"
         )
     return "\n".join(lines)
-
-
-def calibrate(
-    source: str | os.PathLike,
-    *,
-    rate: float,
-    window: int,
-    out: str | os.PathLike,
-    base: str | None = None,
-    rl: str | None = None,
-    n: int = 4,
-    config: DecodeConfig = DecodeConfig(),  # noqa: B008 (frozen, hashable)
-    dtype: str = "auto",
-    device: str = "auto",
-    device_map: str | None = None,
-    overwrite: bool = False,
-    progress: bool = True,
-) -> Calibration:
-    """Calibrate the `gated` and `entropy` gates and write the JSON `cross-sample` reads.
-
-    Args:
-        source: a token table (without `base`/`rl`), or calibration prompts (with them): then
-            the base model samples `n` responses per prompt (lockstep decoder, `base` policy)
-            and the scoring engine scores them against the RL model.
-        rate: target takeover rate r in (0, 1).
-        window: W of the gates' recent mean.
-        out: the calibration JSON.
-        base: the base model (prompts only).
-        rl: the RL model (prompts only).
-        n: responses per calibration prompt.
-        config: sampling of the calibration responses.
-        dtype: weights dtype.
-        device: `auto`, `cpu`, `cuda` or `cuda:N`.
-        device_map: passed to `from_pretrained`.
-        overwrite: replace an existing output.
-        progress: show progress bars on stderr.
-
-    Raises:
-        DivscopeError: an existing output without `overwrite`, only one of `base`/`rl`, a
-            source that is neither, or a degenerate calibration set.
-    """
-    from divscope.io import TokenTableWriter, scan_token_table
-
-    TokenTableWriter.check_target(out, overwrite=overwrite)
-    if (base is None) != (rl is None):
-        raise DivscopeError(
-            "calibrate: give both --base and --rl (SOURCE is then calibration prompts) or "
-            "neither (SOURCE is then a token table from `divscope score`)."
-        )
-    if base is None:
-        table = scan_token_table(source)
-        description = str(source)
-    else:
-        assert rl is not None
-        table = _score_base_samples(
-            source, base, rl, n, config, dtype, device, device_map, progress
-        )
-        description = f"{source}: {n} base samples per prompt (base={base}, rl={rl})"
-    calibration = calibrate_table(table, rate, window, description)
-    calibration.to_json(out)
-    return calibration
-
-
-def _score_base_samples(
-    prompts, base, rl, n, config, dtype, device, device_map, progress
-) -> pl.DataFrame:
-    """The token table of `n` base-policy responses per prompt, scored against the RL model."""
-    from divscope.decoding.lockstep import decode
-    from divscope.decoding.policies import Base
-    from divscope.io import read_prompts
-    from divscope.scoring.engine import ScoreConfig, score_trajectories
-
-    frame = read_prompts(prompts)
-    tokenizer, prompt_ids, models, eos = _load(
-        frame, str(prompts), {"base": base, "rl": rl}, dtype, device, device_map
-    )
-    requests = [
-        Request(prompt_id, sample, tuple(ids))
-        for prompt_id, ids in zip(frame["prompt_id"].to_list(), prompt_ids, strict=True)
-        for sample in range(n)
-    ]
-    decoded = decode(
-        models, requests, Base(), config, vocab=len(tokenizer), eos_ids=eos,
-        pad_id=tokenizer.pad_token_id or 0, progress=progress,
-    )  # fmt: skip
-    trajectories = pl.DataFrame(
-        {
-            "prompt_id": [r.prompt_id for r in requests],
-            "sample_id": pl.Series([r.sample_id for r in requests], dtype=pl.Int32()),
-            "prompt_ids": [list(r.prompt_ids) for r in requests],
-            "response_ids": [d.response_ids for d in decoded],
-        }
-    )
-    parts: list[pl.DataFrame] = []
-    score_trajectories(
-        trajectories,
-        models["base"],
-        models["rl"],
-        tokenizer,
-        ScoreConfig(top_p=config.top_p, temperature=config.temperature),
-        sink=parts.append,
-        progress=progress,
-    )
-    return pl.concat(parts)

@@ -1,0 +1,133 @@
+"""`calibrate`: a token table, or prompts and two models, in; the gates' calibration JSON out.
+
+What `divscope calibrate` runs. From prompts, the base model samples responses with the
+lockstep decoder (`base` policy) and the scoring engine scores them against the RL model in
+memory; the calibration itself is `calibration.calibrate_table`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import polars as pl
+
+from divscope.decoding.calibration import Calibration, calibrate_table
+from divscope.decoding.lockstep import DecodeConfig, Request
+from divscope.defaults import (
+    CALIBRATION_SAMPLES,
+    DEVICE,
+    DTYPE,
+    GATE_WINDOW,
+    TAKEOVER_RATE,
+)
+from divscope.errors import DivscopeError
+
+
+def calibrate(
+    source: str | os.PathLike,
+    *,
+    out: str | os.PathLike,
+    rate: float = TAKEOVER_RATE,
+    window: int = GATE_WINDOW,
+    base: str | None = None,
+    rl: str | None = None,
+    n: int = CALIBRATION_SAMPLES,
+    config: DecodeConfig = DecodeConfig(),  # noqa: B008 (frozen, hashable)
+    dtype: str = DTYPE,
+    device: str = DEVICE,
+    device_map: str | None = None,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> Calibration:
+    """Calibrate the `gated` and `entropy` gates and write the JSON `cross-sample` reads.
+
+    Args:
+        source: a token table (without `base`/`rl`), or calibration prompts (with them): then
+            the base model samples `n` responses per prompt (lockstep decoder, `base` policy)
+            and the scoring engine scores them against the RL model.
+        out: the calibration JSON.
+        rate: target takeover rate r in (0, 1).
+        window: W of the gates' recent mean.
+        base: the base model (prompts only).
+        rl: the RL model (prompts only).
+        n: responses per calibration prompt.
+        config: sampling of the calibration responses.
+        dtype: weights dtype.
+        device: `auto`, `cpu`, `cuda` or `cuda:N`.
+        device_map: passed to `from_pretrained`.
+        overwrite: replace an existing output.
+        progress: show progress bars on stderr.
+
+    Returns:
+        The calibration as written.
+
+    Raises:
+        DivscopeError: an existing output without `overwrite`, only one of `base`/`rl`, a
+            source that is neither, or a degenerate calibration set.
+
+    Example:
+        >>> import divscope
+        >>> calibration = divscope.calibrate(  # doctest: +SKIP
+        ...     "runs/lab-tokens.parquet", rate=0.05, window=16, out="runs/gates.json")
+    """
+    from divscope.io import TokenTableWriter, scan_token_table
+
+    TokenTableWriter.check_target(out, overwrite=overwrite)
+    if (base is None) != (rl is None):
+        raise DivscopeError(
+            "calibrate: give both --base and --rl (SOURCE is then calibration prompts) or "
+            "neither (SOURCE is then a token table from `divscope score`)."
+        )
+    if base is None:
+        table = scan_token_table(source)
+        description = str(source)
+    else:
+        assert rl is not None
+        table = _score_base_samples(
+            source, base, rl, n, config, dtype, device, device_map, progress
+        )
+        description = f"{source}: {n} base samples per prompt (base={base}, rl={rl})"
+    calibration = calibrate_table(table, rate, window, description)
+    calibration.to_json(out)
+    return calibration
+
+
+def _score_base_samples(
+    prompts, base, rl, n, config, dtype, device, device_map, progress
+) -> pl.DataFrame:
+    """The token table of `n` base-policy responses per prompt, scored against the RL model."""
+    from divscope.decoding.cross_sample import load
+    from divscope.decoding.lockstep import decode
+    from divscope.decoding.policies import Base
+    from divscope.io import read_prompts
+    from divscope.scoring.engine import ScoreConfig, score_table
+
+    frame = read_prompts(prompts)
+    tokenizer, prompt_ids, models, eos = load(
+        frame, str(prompts), {"base": base, "rl": rl}, dtype, device, device_map
+    )
+    requests = [
+        Request(prompt_id, sample, tuple(ids))
+        for prompt_id, ids in zip(frame["prompt_id"].to_list(), prompt_ids, strict=True)
+        for sample in range(n)
+    ]
+    decoded = decode(
+        models, requests, Base(), config, vocab=len(tokenizer), eos_ids=eos,
+        pad_id=tokenizer.pad_token_id or 0, progress=progress,
+    )  # fmt: skip
+    trajectories = pl.DataFrame(
+        {
+            "prompt_id": [r.prompt_id for r in requests],
+            "sample_id": pl.Series([r.sample_id for r in requests], dtype=pl.Int32()),
+            "prompt_ids": [list(r.prompt_ids) for r in requests],
+            "response_ids": [d.response_ids for d in decoded],
+        }
+    )
+    return score_table(
+        trajectories,
+        models["base"],
+        models["rl"],
+        tokenizer,
+        ScoreConfig(stats=config.sampling),
+        progress=progress,
+    )

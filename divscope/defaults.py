@@ -1,0 +1,66 @@
+"""Every default that a command-line option stands for, defined once.
+
+The library's configuration classes and entry points take their defaults from here, and so do
+the CLI's options; `tests/cli/test_defaults.py` checks that each option's default is the
+library's. This module imports nothing, so that `divscope --help` stays instant.
+"""
+
+# Distributions (scoring, decoding, generation).
+TOP_P = 0.7
+"""Nucleus mass of the truncated distributions behind `js`, and of sampling."""
+TEMPERATURE = 1.0
+"""Temperature dividing the logits before top-p."""
+WINDOW = 1024
+"""Width of the sorted top-K window for top-p, top-k and ranks (exact full-sort fallback)."""
+
+# Models.
+DTYPE = "auto"
+"""Weights dtype: float32 on CPU, the checkpoint's half precision on a GPU."""
+DEVICE = "auto"
+"""CUDA when present, else CPU."""
+
+# Scoring.
+BATCH_TOKENS = 16384
+"""Padded tokens per forward batch of the scoring engine."""
+
+# Sampling and decoding.
+SEED = 0
+"""Seed of every random stream: sampling, bootstraps, the lab's training."""
+SAMPLES = 32
+"""Responses per prompt of `generate` and `cross-sample`."""
+BATCH_SIZE = 32
+"""Sequences decoded together."""
+DECODE_MAX_NEW_TOKENS = 512
+"""Length cap of a `cross-sample` or `calibrate` response."""
+GENERATE_MAX_NEW_TOKENS = 8000
+"""Length cap of a `generate` response."""
+ENGINE = "hf"
+"""The `generate` engine."""
+BUDGETS: tuple[int, ...] = (0, 1, 2, 4, 8, 16, 32, 64, -1)
+"""Switch budgets of the budgeted `cross-sample` policies (−1 = unlimited)."""
+REPLACE_TEMPERATURE = 0.6
+"""`rl-replace`: temperature of the base model's replacement token."""
+REPLACE_TOP_P = 0.95
+"""`rl-replace`: top-p of the base model's replacement token."""
+
+# Gates of `gated` and `entropy`, and their calibration.
+GATE_WINDOW = 16
+"""W: previous steps of a gate's recent mean."""
+TAKEOVER_RATE = 0.05
+"""Target takeover rate r of `calibrate`."""
+CALIBRATION_SAMPLES = 4
+"""Base responses per calibration prompt."""
+
+# Grading.
+GRADER = "math"
+"""The grader of `divscope grade`."""
+GRADE_TIMEOUT = 10.0
+"""Wall-clock seconds to grade one response."""
+
+# Analyses and figures.
+METRIC = "js"
+"""The divergence column of the analyses and figures."""
+N_BOOT = 1000
+"""Bootstrap resamples of every interval."""
+FORMATS: tuple[str, ...] = ("png", "pdf")
+"""File formats of `divscope plot`."""

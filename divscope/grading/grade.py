@@ -1,0 +1,99 @@
+"""`grade`: a file of responses in, the same rows with `correct` and `grade_note` on disk out.
+
+What `divscope grade` runs: check the output path and the grader first, read the responses,
+grade them in worker processes with a per-response time limit (`table.grade_table`), write
+atomically, and report mean@n with its problem-level bootstrap interval.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass
+
+from divscope.analyses.stats import Interval
+from divscope.grading.accuracy import mean_at_n
+from divscope.grading.registry import get_grader
+from divscope.grading.table import GradeConfig, grade_table
+from divscope.io import TokenTableWriter, read_table, write_table
+from divscope.schema import require_columns
+
+
+@dataclass(frozen=True)
+class GradeReport:
+    """What `grade` wrote, in numbers."""
+
+    n_responses: int
+    """Responses graded."""
+    n_prompts: int
+    """Distinct prompts among them."""
+    n_correct: int
+    """Responses graded correct."""
+    accuracy: Interval
+    """mean@n over prompts with its 95% problem-level bootstrap interval."""
+    notes: dict[str, int]
+    """How many responses got each `grade_note`, most frequent first."""
+
+    def format(self) -> str:
+        """Two or three lines for the terminal."""
+        a = self.accuracy
+        lines = [
+            f"graded {self.n_responses} responses of {self.n_prompts} prompts: "
+            f"{self.n_correct} correct",
+            f"mean@n {a.estimate:.4f} [{a.low:.4f}, {a.high:.4f}] "
+            f"({a.confidence:.0%} CI over prompts)",
+        ]
+        if self.notes:
+            noted = "; ".join(f"{n} × {note}" for note, n in list(self.notes.items())[:5])
+            lines.append(f"notes: {noted}")
+        return "\n".join(lines)
+
+
+def grade(
+    source: str | os.PathLike,
+    out: str | os.PathLike,
+    config: GradeConfig = GradeConfig(),  # noqa: B008 (frozen, hashable)
+    *,
+    answers: str | os.PathLike | None = None,
+    overwrite: bool = False,
+) -> GradeReport:
+    """Grade the responses of a trajectory or cross-sample results file and write it to `out`.
+
+    `out` gets every input column plus `correct` and `grade_note` (replaced if present), as
+    Parquet (`.parquet`), JSONL (`.jsonl`) or a directory of parts (any other path). `out` may
+    be `source` itself with `overwrite`: the input is read whole first and replaced atomically.
+
+    Args:
+        source: trajectories or cross-sample results with `prompt_id` and `response`.
+        out: where to write the graded table.
+        config: the grader, its timeout and the number of workers.
+        answers: a prompts file with `prompt_id` and `answer`, when `source` has no answers.
+        overwrite: replace `out` if it exists.
+
+    Returns:
+        Counts, mean@n with its interval, and the `grade_note`s.
+
+    Raises:
+        DivscopeError: `out` exists without `overwrite`, or any `grade_table` error.
+
+    Example:
+        >>> import divscope
+        >>> from divscope.grading import GradeConfig
+        >>> report = divscope.grade(  # doctest: +SKIP
+        ...     "runs/traj", "runs/traj-graded.parquet", GradeConfig("lab"))
+    """
+    TokenTableWriter.check_target(out, overwrite=overwrite)
+    get_grader(config.grader)  # an unknown grader fails before a large input is read
+    frame = read_table(source)
+    require_columns(frame.columns, ["prompt_id", "response"], source=str(source), what="grading")
+    gold = None if answers is None else read_table(answers)
+    graded = grade_table(frame, config, answers=gold)
+    write_table(graded, out, overwrite=overwrite)
+    notes = Counter(note for note in graded["grade_note"].to_list() if note is not None)
+    return GradeReport(
+        n_responses=graded.height,
+        n_prompts=graded["prompt_id"].n_unique(),
+        n_correct=int(graded["correct"].sum()),
+        accuracy=mean_at_n(graded),
+        notes=dict(notes.most_common()),
+    )

@@ -1,0 +1,128 @@
+"""`divscope.analyze` (file to file, atomic, refuses an existing output) and its `digest`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+import divscope
+from divscope.analyses import summary
+from divscope.analyses.analyze import digest
+from divscope.errors import DivscopeError
+from divscope.schema import TOKEN_TABLE
+
+LAB = Path(__file__).parents[2] / "fixtures" / "lab"
+
+
+def token_table(*, js: np.ndarray, token: str, p_base_of_rl_top1: float) -> pl.DataFrame:
+    """A complete token table: 4 prompts × 2 responses × 25 tokens, half the responses wrong."""
+    n = js.size
+    rng = np.random.default_rng(0)
+    columns = {
+        name: rng.random(n) if dtype.is_float() else rng.integers(1, 6, n)
+        for name, dtype in TOKEN_TABLE.items()
+        if dtype.is_numeric()
+    }
+    response = np.arange(n) // 25
+    columns |= {
+        "prompt_id": [f"p{r // 2}" for r in response],
+        "sample_id": response % 2,
+        "position": np.arange(n) % 25,
+        "n_tokens": np.full(n, 25),
+        "js": js,
+        "token": [token] * n,
+        "p_base_of_rl_top1": np.full(n, p_base_of_rl_top1),
+        "correct": response % 2 == 0,
+    }
+    return pl.DataFrame(columns).select(pl.col(c).cast(d) for c, d in TOKEN_TABLE.items())
+
+
+@pytest.fixture
+def tokens(tmp_path) -> Path:
+    js = np.random.default_rng(1).random(200) ** 4 * 0.69
+    path = tmp_path / "rl.parquet"
+    token_table(js=js, token=" wait", p_base_of_rl_top1=0.001).write_parquet(path)
+    return path
+
+
+def test_analyze_writes_the_summary_and_returns_it(tokens, tmp_path):
+    out = tmp_path / "nested" / "summary.json"
+    result = divscope.analyze(tokens, out, n_boot=10)
+    document = json.loads(out.read_text())
+    assert document["tokens"] == str(tokens)
+    assert document["metadata"] is None  # written by polars, not by `divscope score`
+    assert document["n_tokens"] == result.n_tokens == 200
+    assert document["lorenz"]["gini"] == pytest.approx(result.lorenz.gini)
+    assert sorted(p.name for p in out.parent.iterdir()) == ["summary.json"]  # no temporary left
+
+
+def test_analyze_refuses_an_existing_output_without_overwrite(tokens, tmp_path):
+    out = tmp_path / "summary.json"
+    out.write_text("earlier\n")
+    with pytest.raises(DivscopeError, match="output exists; pass --overwrite"):
+        divscope.analyze(tokens, out, n_boot=10)
+    assert out.read_text() == "earlier\n"
+    divscope.analyze(tokens, out, n_boot=10, overwrite=True)
+    assert json.loads(out.read_text())["n_tokens"] == 200
+
+
+def test_a_failed_analyze_leaves_the_existing_output_and_no_temporary(tokens, tmp_path):
+    out = tmp_path / "summary.json"
+    out.write_text("earlier\n")
+    with pytest.raises(DivscopeError, match="missing column"):
+        divscope.analyze(tokens, out, metric="nope", overwrite=True)
+    assert out.read_text() == "earlier\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rl.parquet", "summary.json"]
+
+
+def test_digest_says_na_and_why_where_a_group_is_empty():
+    # No position above the rank threshold (0.1), and no planning word.
+    quiet = token_table(js=np.full(200, 0.05), token=" x", p_base_of_rl_top1=0.5)
+    text = digest(summary(quiet, n_boot=10), source="quiet.parquet")
+    assert (
+        "High divergence (js > 0.1): 0 positions; RL top-1 rank in base n/a "
+        "(no position above the threshold)"
+    ) in text
+    assert "Tail promotion: no high-divergence positions" in text
+    assert "Planning words: n/a (no planning words in the table)" in text
+    assert "nan" not in text.lower()
+    # High-divergence positions, none promoted from the tail (base probability 0.5 >= 0.01).
+    loud = token_table(js=np.full(200, 0.5), token=" x", p_base_of_rl_top1=0.5)
+    text = digest(summary(loud, n_boot=10), source="loud.parquet")
+    assert (
+        "Tail promotion: 0 positions (0.00%) take an RL top-1 with base probability < 0.01; "
+        "their mean RL probability n/a (no tail positions)"
+    ) in text
+    assert "nan" not in text.lower()
+
+
+def test_digest_of_populated_groups_gives_the_numbers(tokens):
+    text = digest(summary(pl.read_parquet(tokens), n_boot=10), source=tokens)
+    assert text.startswith(f"{tokens}: 200 tokens, 8 responses, 4 prompts; metric js")
+    # Every token is " wait", so the planning-word shares are 100% and the enrichment 1.
+    assert "Planning words: 100.00% of the top 1% vs 100.00% of all tokens (x1.00)" in text
+    assert "take an RL top-1 with base probability < 0.01; their mean RL probability 0." in text
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not (LAB / "trajectories.jsonl").exists() or not (LAB / "rl").is_dir(),
+    reason="the lab models are not built yet (fixtures/lab)",
+)
+def test_digest_on_the_lab_says_na_for_its_empty_groups(tmp_path):
+    tokens = tmp_path / "lab.parquet"
+    divscope.score(
+        LAB / "trajectories.jsonl",
+        base=str(LAB / "base"),
+        rl=str(LAB / "rl"),
+        out=tokens,
+        progress=False,
+    )
+    text = digest(divscope.analyze(tokens, tmp_path / "s.json", n_boot=20), source=tokens)
+    assert "their mean RL probability n/a (no tail positions)" in text
+    assert "Planning words: n/a (no planning words in the table)" in text
+    assert "nan" not in text.lower()
