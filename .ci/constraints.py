@@ -4,8 +4,9 @@
     python .ci/constraints.py drift FILE     list the packages whose version differs from FILE;
                                              exit 1 if any does
 
-Left out: torch, triton and nvidia-* (hardware-specific; the README's commands pin torch) and
-divscope itself. Standard library only, so that any fresh environment can run it.
+Left out: torch, triton and nvidia-* (hardware-specific; the README's commands pin torch), pip (the
+installer, not a dependency) and divscope itself; setuptools stays (torch needs it at run time).
+Standard library only, so that any fresh environment can run it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ HEADER = """\
 """
 
 
+LEFT_OUT = ("pip", "divscope")
+
+
 def normalized(name: str) -> str:
     """PEP 503 name: lower case, runs of `-`, `_`, `.` as one `-`."""
     return re.sub(r"[-_.]+", "-", name).lower()
@@ -38,7 +42,7 @@ def hardware_specific(name: str) -> bool:
 def installed() -> dict[str, tuple[str, str]]:
     """Normalized name -> (name as released, version) of every installed distribution."""
     freeze = subprocess.run(
-        [sys.executable, "-m", "pip", "freeze", "--exclude-editable"],
+        [sys.executable, "-m", "pip", "freeze", "--all", "--exclude-editable"],
         check=True,
         capture_output=True,
         text=True,
@@ -46,7 +50,7 @@ def installed() -> dict[str, tuple[str, str]]:
     pins = {}
     for line in freeze.splitlines():
         name, sep, version = line.partition("==")
-        if sep and not hardware_specific(normalized(name)) and normalized(name) != "divscope":
+        if sep and not hardware_specific(normalized(name)) and normalized(name) not in LEFT_OUT:
             pins[normalized(name)] = (name, version)
     return pins
 
