@@ -122,7 +122,7 @@ def histogram(
     Raises:
         DivscopeError: no usable values, or `low` >= `high`.
 
-    >>> histogram(pl.DataFrame({"js": [0.0, 0.1, 0.2, 0.4]}), bins=2).counts
+    >>> histogram(pl.DataFrame({"js": [0.0, 0.1, 0.3, 0.4]}), bins=2).counts
     (2, 2)
     """
     if bins < 1:

@@ -45,9 +45,9 @@ def positional_profile(tokens: Frame, metric: str = "js", *, bins: int = 20) -> 
         `median`, `p10`, `p25`, `p75`, `p90` (null statistics in an empty bin).
 
     >>> frame = pl.DataFrame({"position": [0, 1, 2, 3], "n_tokens": [4] * 4,
-    ...                       "js": [0.4, 0.2, 0.0, 0.0]})
+    ...                       "js": [0.5, 0.25, 0.0, 0.0]})
     >>> positional_profile(frame, bins=2)["mean"].to_list()
-    [0.30000000000000004, 0.0]
+    [0.375, 0.0]
     """
     required = ["position", "n_tokens", metric]
     lazy = checked_lazy(tokens, required, what="positional_profile")

@@ -8,7 +8,7 @@ provenance as metadata.
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from divscope.defaults import DEVICE, DTYPE
@@ -84,7 +84,7 @@ def score(
         "dtype": dtype,
         "device": device if device_map is None else f"device_map={device_map}",
         "divscope_version": __version__,
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     with TokenTableWriter(out, metadata, overwrite=overwrite) as writer:
         return score_trajectories(

@@ -192,7 +192,7 @@ def results_frame(accuracy_by_eps: dict[float, float], n_prompts: int = 20) -> p
             *[("gated", e, a, round(10 / e)) for e, a in accuracy_by_eps.items()],
         ):
             for s in range(10):
-                rows.append((f"p{p}", policy, -1, eps, s < accuracy * 10, 100, switches, 0))
+                rows.append((f"p{p}", policy, -1, eps, s < round(accuracy * 10), 100, switches, 0))
     schema = ["prompt_id", "policy", "budget", "eps", "correct", "n_tokens", "n_switches"]
     return pl.DataFrame(rows, schema=[*schema, "n_effective"], orient="row")
 

@@ -22,6 +22,7 @@ def js(values, dtype=pl.Float64) -> pl.DataFrame:
     "values,thresholds,expected",
     [
         ([0.0, 0.0, 0.0005, 0.2], (1e-4, 1e-3), {1e-4: 0.5, 1e-3: 0.75}),
+        # A value equal to a threshold (the same float literal, no arithmetic) is not below it.
         ([0.0, 1e-4, 1e-3, 1e-2], (1e-4, 1e-3, 1e-2), {1e-4: 0.25, 1e-3: 0.5, 1e-2: 0.75}),
         ([0.3, 0.4], (1e-2,), {1e-2: 0.0}),
     ],
@@ -56,17 +57,20 @@ def test_sparsity_of_another_metric():
     assert sparsity(frame, "kl_base_rl").mean == 1.0
 
 
+# The first and last edges are the data's minimum and maximum (or `low` / `high`), which NumPy's
+# linspace and geomspace return exactly; every other value lies at least 0.02 from every edge, so
+# no count depends on how an edge rounds.
 @pytest.mark.parametrize(
     "kwargs,counts,n_below,n_above",
     [
-        ({"bins": 2}, (2, 2), 0, 0),  # edges 0, 0.2, 0.4; 0.4 joins the last bin
-        ({"bins": 4}, (1, 1, 1, 1), 0, 0),  # edges 0, 0.1, 0.2, 0.3, 0.4
-        ({"bins": 2, "low": 0.05, "high": 0.3}, (1, 1), 1, 1),
-        ({"bins": 2, "log": True}, (1, 2), 1, 0),  # edges 0.1, 0.2, 0.4; the zero is below
+        ({"bins": 2}, (3, 2), 0, 0),  # edges 0, 0.2, 0.4; 0.4 joins the last bin
+        ({"bins": 4}, (2, 1, 1, 1), 0, 0),  # edges 0, 0.1, 0.2, 0.3, 0.4
+        ({"bins": 2, "low": 0.05, "high": 0.3}, (2, 1), 1, 1),  # edges 0.05, 0.175, 0.3
+        ({"bins": 2, "log": True}, (2, 2), 1, 0),  # edges 0.07, 0.167 (√0.028), 0.4; 0 below
     ],
 )
 def test_histogram_hand_computed(kwargs, counts, n_below, n_above):
-    result = histogram(js([0.0, 0.1, 0.2, 0.4]), **kwargs)
+    result = histogram(js([0.0, 0.07, 0.13, 0.26, 0.4]), **kwargs)
     assert (result.counts, result.n_below, result.n_above) == (counts, n_below, n_above)
     assert len(result.edges) == len(counts) + 1
 
