@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.tinymodels import save_pair
 
@@ -13,3 +14,13 @@ from tests.tinymodels import save_pair
 def tiny_pair(tmp_path_factory) -> tuple[Path, Path]:
     """Paths of a saved tiny base/rl pair sharing a word-level tokenizer (vocab 44, head 48)."""
     return save_pair(tmp_path_factory.mktemp("tiny_pair"))
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One torch thread for the module: tiny models decode ~10x faster on one thread than on a
+    contended pool. Use with `pytestmark = pytest.mark.usefixtures("one_thread")`."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -48,12 +48,11 @@ def calibrate(
     calibration prompt scored against --rl. Writes a JSON that `cross-sample --calibration`
     reads.
     """
-    from divscope.decoding import DecodeConfig
     from divscope.decoding.calibrate import calibrate as run
-    from divscope.scoring.stats import StatsConfig
 
-    config = DecodeConfig(
-        StatsConfig(top_p=top_p, temperature=temperature),
+    config = options.decode_config(
+        top_p=top_p,
+        temperature=temperature,
         max_new_tokens=max_new_tokens,
         seed=seed,
         batch_size=batch_size,

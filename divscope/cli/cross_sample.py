@@ -106,11 +106,9 @@ def cross_sample(
     budget. Same --seed, same responses, whatever the batch size.
     """
     from divscope.analyses.cross_sampling import cross_sampling_curve
-    from divscope.decoding import DecodeConfig
     from divscope.decoding.cross_sample import cross_sample as run
     from divscope.decoding.cross_sample import format_summary
     from divscope.decoding.settings import parse_budgets, parse_policies
-    from divscope.scoring.stats import StatsConfig
 
     budget_list = parse_budgets(budgets)
     policies = parse_policies(
@@ -125,8 +123,9 @@ def cross_sample(
         replace_temperature=replace_temperature,
         replace_top_p=replace_top_p,
     )
-    config = DecodeConfig(
-        StatsConfig(top_p=top_p, temperature=temperature),
+    config = options.decode_config(
+        top_p=top_p,
+        temperature=temperature,
         max_new_tokens=max_new_tokens,
         seed=seed,
         batch_size=batch_size,

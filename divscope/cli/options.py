@@ -116,3 +116,18 @@ def compared_tables(compare: list[Path] | None, label: list[str] | None) -> dict
         )
     labels += [table_name(path) for path in others[len(labels) :]]
     return dict(zip(labels, others, strict=True))
+
+
+def decode_config(
+    *, top_p: float, temperature: float, max_new_tokens: int, seed: int, batch_size: int
+):
+    """The `DecodeConfig` of the decoding commands' shared options (cross-sample, calibrate)."""
+    from divscope.decoding import DecodeConfig
+    from divscope.scoring.stats import StatsConfig
+
+    return DecodeConfig(
+        StatsConfig(top_p=top_p, temperature=temperature),
+        max_new_tokens=max_new_tokens,
+        seed=seed,
+        batch_size=batch_size,
+    )

@@ -6,7 +6,6 @@ import json
 
 import polars as pl
 import pytest
-import torch
 from typer.testing import CliRunner
 
 from divscope.cli import app
@@ -18,12 +17,7 @@ from tests.tinymodels import WORDS, make_model, make_tokenizer
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture

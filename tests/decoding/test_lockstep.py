@@ -21,13 +21,7 @@ CONFIG = DecodeConfig(
 PROMPTS = {"a": (5, 6, 7), "b": (8,), "c": (9, 10, 11, 12, 13, 14), "d": (15, 16)}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models decode ~10x faster on one thread than on a contended pool."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
