@@ -64,3 +64,7 @@ N_BOOT = 1000
 """Bootstrap resamples of every interval."""
 FORMATS: tuple[str, ...] = ("png", "pdf")
 """File formats of `divscope plot`."""
+
+# Logs.
+PROGRESS_EVERY = 30.0
+"""Seconds between two progress lines when stderr is not a terminal (CI, SLURM logs)."""

@@ -84,7 +84,12 @@ def load_model(
         DivscopeError: the model cannot be found or loaded.
     """
     from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.utils import logging
 
+    from divscope.progress import is_terminal
+
+    if not is_terminal():  # its "Loading weights" bar would redraw line after line into the log
+        logging.disable_progress_bar()
     device = resolve_device(device) if device_map is None else device
     try:
         config = AutoConfig.from_pretrained(name_or_path, revision=revision)

@@ -23,6 +23,7 @@ from divscope.decoding.randomness import Stream, uniforms
 from divscope.defaults import BATCH_SIZE, DECODE_MAX_NEW_TOKENS, SEED
 from divscope.errors import DivscopeError
 from divscope.models import check_context, context_length
+from divscope.progress import Progress
 from divscope.scoring.stats import StatsConfig
 
 
@@ -187,8 +188,6 @@ def decode(
         DivscopeError: a model the policy needs is missing, a prompt is empty, or a prompt
             plus `max_new_tokens` exceeds a model's context.
     """
-    from tqdm.auto import tqdm
-
     missing = [name for name in policy.models if name not in models]
     if missing:
         raise DivscopeError(f"policy {policy.name!r} needs the model(s) {', '.join(missing)}.")
@@ -200,7 +199,7 @@ def decode(
     results: list[Decoded | None] = [None] * len(requests)
     with (
         torch.inference_mode(),
-        tqdm(total=len(requests), disable=not progress, desc=policy.name, unit="seq") as bar,
+        Progress(len(requests), desc=policy.name, unit="seq", enabled=progress) as bar,
     ):
         for start in range(0, len(order), config.batch_size):
             batch = order[start : start + config.batch_size]

@@ -30,6 +30,7 @@ from divscope.io import (
     read_table,
     write_table,
 )
+from divscope.progress import Progress
 from divscope.schema import GENERATED
 
 MANIFEST = "generate.json"
@@ -132,8 +133,6 @@ def generate(
         ...     "prompts.jsonl", "fixtures/lab/base", "runs/base",
         ...     GenerateConfig(Sampling(n=8, max_new_tokens=64, seed=1)))
     """
-    from tqdm.auto import tqdm
-
     from divscope.generation.prompts import chat_prompts, prompt_texts
     from divscope.io import prompt_token_ids, read_prompts
     from divscope.models import load_tokenizer
@@ -160,7 +159,9 @@ def generate(
         engine.check([(keys[i], ids[i]) for i in todo])  # fail before any work, not midway
     chunk = max(1, config.batch_size // config.sampling.n)
     n_responses = n_finished = n_tokens = 0
-    with tqdm(total=len(keys), initial=len(done), disable=not progress, unit="prompt") as bar:
+    with Progress(
+        len(keys), desc="generating", unit="prompt", initial=len(done), enabled=progress
+    ) as bar:
         for start in range(0, len(todo), chunk):
             rows = todo[start : start + chunk]
             samples = engine.sample([(keys[i], ids[i]) for i in rows])

@@ -27,6 +27,7 @@ from torch import Tensor
 from divscope.defaults import BATCH_TOKENS
 from divscope.errors import DivscopeError
 from divscope.models import context_length, vocab_size
+from divscope.progress import Progress
 from divscope.schema import TOKEN_TABLE, TRAJECTORY_IDS, TRAJECTORY_KEY, require_columns
 from divscope.scoring.stats import StatsConfig, pair_stats
 
@@ -111,7 +112,7 @@ def score_trajectories(
         config: top-p, temperature, batching and chunking.
         sink: called with each finished batch as a token-table frame (all `TOKEN_TABLE`
             columns, those dtypes), e.g. `TokenTableWriter.write` or `list.append`.
-        progress: show a tqdm progress bar with tokens/s on stderr.
+        progress: report progress with tokens/s on stderr (`divscope.progress`).
 
     Returns:
         The run's summary.
@@ -121,14 +122,12 @@ def score_trajectories(
             vocabulary, a sequence longer than a model's context, or a model whose logits the
             engine cannot reproduce from its hidden states.
     """
-    from tqdm.auto import tqdm
-
     start = time.perf_counter()
     plan = _Plan.build(trajectories, base, rl, tokenizer, config)
     js_parts: list[np.ndarray] = []
     fallback_rows = 0
-    with tqdm(
-        total=plan.total_tokens, unit="tok", unit_scale=True, disable=not progress, desc="scoring"
+    with Progress(
+        plan.total_tokens, desc="scoring", unit="tok", scale=True, enabled=progress
     ) as bar:
         for frame, fallbacks in _scored_batches(plan, base, rl, tokenizer, config):
             sink(frame)
