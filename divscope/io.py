@@ -115,8 +115,7 @@ def table_name(path: str | os.PathLike) -> str:
     >>> table_name("runs/rl.parquet"), table_name("runs/sft")
     ('rl', 'sft')
     """
-    path = Path(path)
-    return path.stem if path.suffix else path.name
+    return Path(path).stem  # a directory of parts has no suffix: its stem is its name
 
 
 def _temporary(path: Path) -> Path:

@@ -101,7 +101,7 @@ def plot(
         >>> report = divscope.plot(  # doctest: +SKIP
         ...     "runs/lab-tokens.parquet", "runs/figures", cross_sample="runs/forward.parquet")
     """
-    from divscope.io import read_table, scan_token_table
+    from divscope.io import read_table, scan_token_table, table_name
 
     # Cheap checks first, so that a typo fails before the tables are read (write_figures
     # checks again).
@@ -111,7 +111,7 @@ def plot(
     frame = scan_token_table(tokens).select(token_columns(metric)).collect(engine="streaming")
     inputs = PlotInputs(
         tokens=frame,
-        label=Path(tokens).stem,
+        label=table_name(tokens),
         compare={name: scan_token_table(path) for name, path in (compare or {}).items()},
         evolution={step: scan_token_table(path) for step, path in (evolution or {}).items()},
         cross_sample=read_table(cross_sample) if cross_sample is not None else None,
