@@ -4,7 +4,7 @@ A grader is a function `(response, answer) -> bool | Verdict`. Graders are named
 import path and imported on first use, so that no grader's dependencies load early and a
 worker process can import the same grader by name.
 
->>> get_grader("lab")("plan: forward ; 9 +3 = 12 ; answer: 12", "12")
+>>> get_grader("lab")("So the answer is \\\\boxed{12}.", "12")
 True
 >>> grader_target("math")
 'divscope.grading.math_grader:grade_math'

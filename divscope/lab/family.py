@@ -7,6 +7,7 @@ Layout of OUT_DIR:
     prompts/train.jsonl          GRPO / SFT prompts: prompt_id, prompt, answer
     prompts/eval.jsonl           held-out prompts (never seen in any training stage)
     trajectories.jsonl           reference trajectories of base and rl on the first eval prompts
+    trajectories-sft.jsonl       the same for sft (its own samples, for SFT-vs-base scoring)
     build.json                   seed, configuration, timings, sizes, eval accuracies with 95% CIs
 """
 
@@ -33,11 +34,11 @@ from divscope.lab.grpo import GRPOConfig, train_grpo
 from divscope.lab.model import ModelConfig, new_model
 from divscope.lab.pretrain import PretrainConfig, pretrain
 from divscope.lab.sft import SFTConfig, train_sft
-from divscope.lab.task import Problem, TaskConfig, sample_problem, solve, verify
+from divscope.lab.task import Problem, TaskConfig, sample_problem, teacher_solution, verify
 from divscope.lab.tokenizer import build_tokenizer
 
 # Offsets that give each random stream of a build its own seed.
-_PROMPTS, _INIT, _PRETRAIN, _GRPO, _SFT, _EVAL, _TRAJECTORIES = range(7)
+_PROMPTS, _INIT, _PRETRAIN, _GRPO, _SFT, _EVAL, _TRAJECTORIES, _TOKENIZER = range(8)
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,9 @@ class BuildConfig:
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
     """GRPO from base to rl."""
     sft: SFTConfig = field(default_factory=SFTConfig)
-    """SFT from base to sft."""
+    """SFT from base to sft (on the teacher's solutions of the training prompts)."""
+    vocab_size: int = 768
+    """Size of the byte-level BPE vocabulary (special and byte tokens included)."""
     n_train_prompts: int = 1024
     """Prompts in prompts/train.jsonl (GRPO and SFT draw from these)."""
     n_eval_prompts: int = 256
@@ -63,7 +66,8 @@ class BuildConfig:
     trajectory_prompts: int = 64
     """Eval prompts covered by trajectories.jsonl."""
     trajectory_samples: int = 4
-    """T=1 samples per prompt from each of base and rl in trajectories.jsonl."""
+    """T=1 samples per prompt from each of base and rl in trajectories.jsonl (and of sft in
+    trajectories-sft.jsonl)."""
     threads: int = 1
     """Torch CPU threads; fixed because results can depend on it (determinism)."""
 
@@ -71,8 +75,11 @@ class BuildConfig:
     def smoke(cls) -> BuildConfig:
         """A few steps of every stage: checks the pipeline in about a minute, learns little."""
         return cls(
-            pretrain=PretrainConfig(steps=40, warmup=5),
-            grpo=GRPOConfig(steps=8, prompts_per_step=4, checkpoint_every=2),
+            model=ModelConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2),
+            pretrain=PretrainConfig(steps=20, batch_size=16, warmup=5),
+            grpo=GRPOConfig(
+                steps=4, prompts_per_step=2, group_size=4, checkpoint_every=2, max_new_tokens=48
+            ),
             sft=SFTConfig(steps=8, warmup=2),
             n_train_prompts=64,
             n_eval_prompts=32,
@@ -129,7 +136,9 @@ def _build(out_dir: Path, seed: int, config: BuildConfig, log: Callable[[str], N
         return now
 
     clock = (started, cpu_started)
-    tokenizer = build_tokenizer(config.task)
+    tokenizer = build_tokenizer(
+        config.task, vocab_size=config.vocab_size, seed=seed * 100 + _TOKENIZER
+    )
     eval_problems, train_problems = _split_problems(config, seed)
     _write_prompts(out_dir / "prompts" / "eval.jsonl", "eval", eval_problems)
     _write_prompts(out_dir / "prompts" / "train.jsonl", "train", train_problems)
@@ -175,7 +184,7 @@ def _build(out_dir: Path, seed: int, config: BuildConfig, log: Callable[[str], N
         sft,
         tokenizer,
         train_prompts,
-        [solve(p) for p in train_problems],
+        [teacher_solution(p) for p in train_problems],
         config.sft,
         seed=seed * 100 + _SFT,
         log=log,
@@ -196,7 +205,12 @@ def _build(out_dir: Path, seed: int, config: BuildConfig, log: Callable[[str], N
         )
     clock = stage("evaluate", clock)
 
-    _write_trajectories(out_dir, tokenizer, eval_problems, config, seed)
+    _write_trajectories(
+        out_dir, "trajectories.jsonl", ("base", "rl"), tokenizer, eval_problems, config, seed
+    )
+    _write_trajectories(
+        out_dir, "trajectories-sft.jsonl", ("sft",), tokenizer, eval_problems, config, seed
+    )
     stage("trajectories", clock)
 
     timings["total"] = {
@@ -299,20 +313,23 @@ def _measure(
 
 def _write_trajectories(
     out_dir: Path,
+    file_name: str,
+    names: tuple[str, ...],
     tokenizer: PreTrainedTokenizerFast,
     problems: list[Problem],
     config: BuildConfig,
     seed: int,
 ) -> None:
-    """T=1 samples of base then rl on the first eval prompts, in the trajectory contract.
+    """T=1 samples of the models `names` on the first eval prompts, in the trajectory contract.
 
-    `sample_id` runs over base's samples first, then rl's; `response_ids` end with EOS when the
-    model stopped (the text `response` has no special tokens).
+    `sample_id` runs over the first model's samples first, then the next's; `response_ids` end
+    with EOS when the model stopped (the text `response` has no special tokens). Each model
+    samples from its own random stream, so base's samples do not depend on the file.
     """
     chosen = problems[: config.trajectory_prompts]
     prompts, answers = [p.prompt for p in chosen], [str(p.answer) for p in chosen]
-    with (out_dir / "trajectories.jsonl").open("w") as f:
-        for m, name in enumerate(("base", "rl")):
+    with (out_dir / file_name).open("w") as f:
+        for m, name in enumerate(names):
             _, responses = evaluate(
                 _load(out_dir / name),
                 tokenizer,
@@ -320,7 +337,7 @@ def _write_trajectories(
                 answers,
                 samples_per_prompt=config.trajectory_samples,
                 temperature=1.0,
-                seed=seed * 100 + _TRAJECTORIES + m,
+                seed=seed * 100 + _TRAJECTORIES + ("base", "rl", "sft").index(name),
                 max_new_tokens=config.grpo.max_new_tokens,
             )
             for i, (prompt, answer, samples) in enumerate(

@@ -17,13 +17,13 @@ from divscope.lab.task import TaskConfig, corpus_solution, sample_problem
 class PretrainConfig:
     """Pretraining of `base` on an endless stream of corpus solutions."""
 
-    steps: int = 2500
+    steps: int = 1200
     """Optimizer steps."""
-    batch_size: int = 64
+    batch_size: int = 32
     """Sequences per step."""
     lr: float = 2e-3
     """Peak learning rate (linear warm-up, cosine decay to 10%)."""
-    warmup: int = 100
+    warmup: int = 60
     """Warm-up steps."""
     weight_decay: float = 0.01
     """AdamW weight decay."""

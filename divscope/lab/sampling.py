@@ -1,12 +1,12 @@
 """Batched decoding for the lab models: T=1 sampling or greedy, with a KV cache.
 
-Prompts are batched by length, so no prompt is ever padded and position ids need no care. The
-generator makes sampling reproducible; thread count is fixed by the caller (`build`).
+Prompts of different lengths share a batch, left-padded: the attention mask hides the padding and
+position ids count real tokens only, so a prompt's response does not depend on its batch mates
+beyond float rounding. The generator makes sampling reproducible; thread count is fixed by the
+caller (`build`).
 """
 
 from __future__ import annotations
-
-from collections import defaultdict
 
 import torch
 from transformers import PreTrainedModel
@@ -39,24 +39,20 @@ def generate(
         The response ids of each prompt, in input order.
     """
     model.eval()
-    by_length: dict[int, list[int]] = defaultdict(list)
-    for i, prompt in enumerate(prompts):
-        by_length[len(prompt)].append(i)
-    responses: list[list[int]] = [[] for _ in prompts]
-    for length in sorted(by_length):
-        indices = by_length[length]
-        for start in range(0, len(indices), batch_size):
-            chunk = indices[start : start + batch_size]
-            ids = torch.tensor([prompts[i] for i in chunk])  # [batch, prompt_len]
-            out = _decode(model, ids, eos_id, max_new_tokens, temperature, generator)
-            for i, row in zip(chunk, out, strict=True):
-                responses[i] = row
+    responses: list[list[int]] = []
+    for start in range(0, len(prompts), batch_size):
+        chunk = prompts[start : start + batch_size]
+        width = max(map(len, chunk))
+        ids = torch.tensor([[eos_id] * (width - len(p)) + p for p in chunk])  # [batch, width]
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in chunk])
+        responses += _decode(model, ids, mask, eos_id, max_new_tokens, temperature, generator)
     return responses
 
 
 def _decode(
     model: PreTrainedModel,
     ids: torch.Tensor,
+    mask: torch.Tensor,
     eos_id: int,
     max_new_tokens: int,
     temperature: float | None,
@@ -65,7 +61,10 @@ def _decode(
     batch = ids.shape[0]
     done = torch.zeros(batch, dtype=torch.bool)
     new_tokens = []
-    out = model(input_ids=ids, use_cache=True, logits_to_keep=1)
+    positions = (mask.cumsum(dim=1) - 1).clamp(min=0)  # [batch, width]
+    out = model(
+        input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1
+    )
     for _ in range(max_new_tokens):
         logits = out.logits[:, -1, :].float()  # [batch, vocab]
         if temperature is None:
@@ -78,6 +77,15 @@ def _decode(
         done |= token == eos_id
         if bool(done.all()):
             break
-        out = model(input_ids=token[:, None], cache=out.cache, use_cache=True, logits_to_keep=1)
+        mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+        positions = positions[:, -1:] + 1
+        out = model(
+            input_ids=token[:, None],
+            attention_mask=mask,
+            position_ids=positions,
+            cache=out.cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
     rows = torch.stack(new_tokens, dim=1).tolist()  # [batch, new]
     return [row[: row.index(eos_id) + 1] if eos_id in row else row for row in rows]

@@ -16,13 +16,13 @@ from divscope.lab.pretrain import lm_batch, train_lm
 class SFTConfig:
     """The SFT stage that turns `base` into `sft`."""
 
-    steps: int = 150
+    steps: int = 200
     """Optimizer steps."""
-    batch_size: int = 64
+    batch_size: int = 32
     """Sequences per step."""
     lr: float = 5e-4
     """Peak learning rate (linear warm-up, cosine decay to 10%)."""
-    warmup: int = 15
+    warmup: int = 20
     """Warm-up steps."""
 
 

@@ -1,23 +1,33 @@
-"""The lab task: replay or undo a short chain of additions, after a planning decision.
+"""The lab task: multi-step word problems whose solutions make several uncertain decisions.
 
-A problem is a chain `s o1 ... ok = e` of small signed steps with one end unknown:
+A problem is a chain of 5 to 8 gains and losses with one end unknown:
 
-- find the end, `Q: 9 +3 -5 +4 = ? ; find end A:`: the right plan is `forward` (apply the steps
-  in order from the start);
-- find the start, `Q: ? +3 -5 +4 = 14 ; find start A:`: the right plan is `backward` (undo the
-  steps in reverse order from the end).
+- find the end: "Sam has 9 coins. He finds 3, loses 5, finds 4 and loses 2. How many coins does
+  he have now?" The right plan goes forward from the start;
+- find the start: "Sam has some coins. He finds 3, ... Now he has 9. How many coins did he have
+  at the start?" The right plan works backward from the end, undoing each change.
 
-The question's last words name the unknown, so the right plan is a function of one prompt token
-the plan token can attend to at a fixed distance.
+The pretraining corpus writes solutions in one style (`corpus_solution`) with three kinds of
+uncertain decision, each of which decides the grade:
 
-Either plan always starts from the known number, so the wrong plan runs fine and ends in a
-well-formed wrong answer. A solution states the plan, executes it one step at a time, and ends
-with the answer:
+1. **plan** (the first words): "Let me work backward from the end." or "First, I go forward from
+   the start." Either plan starts from the known number and runs without error, so the wrong plan
+   ends in a well-formed wrong answer (the changes never sum to zero);
+2. **trap and reflection** (mid-solution): undoing a loss, the corpus often writes the wrong sign
+   and carries on; right after such a line it sometimes reflects ("Wait, undoing a loss adds it
+   back: ...") and corrects it;
+3. **answer format** (the end): "So the answer is \\boxed{N}." or the unboxed "So the answer is
+   N.", which no grader accepts.
 
-    plan: backward ; 14 -4 = 10 ; 10 +5 = 15 ; 15 -3 = 12 ; answer: 12
+The SFT control learns from a differently styled teacher (`teacher_solution`): always right, other
+phrasing and layout. Graders read the last `\\boxed{}`: `verify` agrees with `--grader math`.
 
-Problems are generated so that every value on the right and on the wrong trace stays in
-`[0, max_value]` and the steps never sum to zero (so the wrong plan is always wrong).
+>>> p = Problem("start", 14, (3, -5))
+>>> print(p.prompt)
+Sam has some coins. He finds 3 and loses 5. Now he has 14. How many coins did he have at the start?
+>>> print(solve(p))  # doctest: +NORMALIZE_WHITESPACE
+ Let me work backward from the end. Start at 14. Undo loses 5: 14 + 5 = 19.
+ Undo finds 3: 19 - 3 = 16. So the answer is \\boxed{16}.
 """
 
 from __future__ import annotations
@@ -28,29 +38,48 @@ from dataclasses import dataclass
 from typing import Literal
 
 from divscope.errors import DivscopeError
+from divscope.grading.answer import last_boxed
 
 Plan = Literal["forward", "backward"]
 Unknown = Literal["start", "end"]
 
-_ANSWER = re.compile(r"(?:^|\s)answer:\s+(\d+)\s*$")
+# (name, pronoun, item, gain verb, loss verb): the words of a problem, picked by `Problem.story`.
+STORIES: tuple[tuple[str, str, str, str, str], ...] = (
+    ("Sam", "he", "coins", "finds", "loses"),
+    ("Mia", "she", "apples", "picks", "eats"),
+    ("Tom", "he", "cards", "wins", "gives away"),
+    ("Ana", "she", "stickers", "gets", "uses"),
+)
+PLAN_SENTENCES: dict[Plan, str] = {
+    "forward": " First, I go forward from the start.",
+    "backward": " Let me work backward from the end.",
+}
+REFLECTION_WORDS = ("Wait", "Hmm")
+"""The words that open the corpus' correction of a wrong undo (the first is more frequent)."""
+
+_INTEGER = re.compile(r"\s*\d+\s*")
 
 
 @dataclass(frozen=True)
 class TaskConfig:
     """Size of the problem space and the habits of the pretraining corpus."""
 
-    max_value: int = 39
-    """Largest number that appears anywhere (numbers are single tokens 0..max_value)."""
+    max_value: int = 49
+    """Largest number on the right and on the wrong-plan trace (values stay in 0..max_value)."""
     max_step: int = 9
-    """Steps are `+1..+max_step` and `-1..-max_step`."""
-    n_steps: tuple[int, ...] = (2, 3)
+    """Each change is a gain or a loss of 1..max_step."""
+    n_steps: tuple[int, ...] = (5, 6, 7, 8)
     """Allowed chain lengths, drawn uniformly."""
-    p_right_plan_find_end: float = 0.55
-    """Share of corpus solutions of find-the-end problems that choose `forward` (the right plan)."""
-    p_right_plan_find_start: float = 0.25
-    """Share of corpus solutions of find-the-start problems that choose `backward` (right)."""
-    p_slip: float = 0.1
-    """Share of corpus solutions with one arithmetic slip (a step result off by one)."""
+    p_right_plan_find_end: float = 0.6
+    """Share of corpus solutions of find-the-end problems that go forward (the right plan)."""
+    p_right_plan_find_start: float = 0.5
+    """Share of corpus solutions of find-the-start problems that work backward (right)."""
+    p_trap: float = 0.45
+    """Share of undone losses the corpus writes with the wrong sign (subtracting the loss)."""
+    p_reflect: float = 0.5
+    """Share of wrong undos the corpus follows with a reflection that corrects them."""
+    p_boxed: float = 0.6
+    """Share of corpus solutions that box their answer."""
 
 
 @dataclass(frozen=True)
@@ -60,12 +89,14 @@ class Problem:
     Attributes:
         unknown: which end is asked for.
         known: the number given at the other end.
-        steps: the signed steps, in chain order.
+        steps: the signed changes, in chain order (positive: a gain).
+        story: index into `STORIES` (who, what, which verbs).
     """
 
     unknown: Unknown
     known: int
     steps: tuple[int, ...]
+    story: int = 0
 
     @property
     def right_plan(self) -> Plan:
@@ -73,44 +104,54 @@ class Problem:
 
     @property
     def answer(self) -> int:
-        return run_plan(self, self.right_plan)[-1][2]
+        return run_plan(self, self.right_plan)[-1].result
 
     @property
     def prompt(self) -> str:
-        chain = " ".join(format_step(step) for step in self.steps)
+        name, pronoun, item, gain, loss = STORIES[self.story]
+        changes = [f"{gain if s > 0 else loss} {abs(s)}" for s in self.steps]
+        chain = ", ".join(changes[:-1]) + " and " + changes[-1]
+        told = f"{pronoun.capitalize()} {chain}."
         if self.unknown == "end":
-            return f"Q: {self.known} {chain} = ? ; find end A:"
-        return f"Q: ? {chain} = {self.known} ; find start A:"
+            return (
+                f"{name} has {self.known} {item}. {told} How many {item} does {pronoun} have now?"
+            )
+        return (
+            f"{name} has some {item}. {told} Now {pronoun} has {self.known}. "
+            f"How many {item} did {pronoun} have at the start?"
+        )
 
 
-def format_step(step: int) -> str:
-    """`3 -> "+3"`, `-5 -> "-5"`: a step is one token."""
-    return f"{step:+d}"
+@dataclass(frozen=True)
+class Line:
+    """One executed change: `value ± amount = result`, undoing a change in backward plans."""
+
+    value: int
+    change: int
+    """The change of the problem this line executes (or undoes)."""
+    undo: bool
+    result: int
+
+    @property
+    def delta(self) -> int:
+        """What the line adds to `value` (`result - value` when the line is right)."""
+        return -self.change if self.undo else self.change
 
 
-def run_plan(problem: Problem, plan: Plan) -> list[tuple[int, int, int]]:
-    """Execute a plan exactly: the list of `(value, step, result)` lines it writes.
+def run_plan(problem: Problem, plan: Plan) -> list[Line]:
+    """Execute a plan exactly from the known number.
 
-    >>> run_plan(Problem("start", 14, (3, -5, 4)), "backward")
-    [(14, -4, 10), (10, 5, 15), (15, -3, 12)]
+    >>> [line.result for line in run_plan(Problem("start", 14, (3, -5)), "backward")]
+    [19, 16]
     """
-    steps = problem.steps if plan == "forward" else tuple(-s for s in reversed(problem.steps))
+    undo = plan == "backward"
+    changes = tuple(reversed(problem.steps)) if undo else problem.steps
     lines, value = [], problem.known
-    for step in steps:
-        lines.append((value, step, value + step))
-        value += step
+    for change in changes:
+        result = value - change if undo else value + change
+        lines.append(Line(value, change, undo, result))
+        value = result
     return lines
-
-
-def render_solution(lines: list[tuple[int, int, int]], plan: Plan) -> str:
-    """The solution text for the executed `lines` of `plan`; the answer is the last result."""
-    body = " ; ".join(f"{a} {format_step(s)} = {b}" for a, s, b in lines)
-    return f"plan: {plan} ; {body} ; answer: {lines[-1][2]}"
-
-
-def solve(problem: Problem) -> str:
-    """The reference solution: right plan, no slip."""
-    return render_solution(run_plan(problem, problem.right_plan), problem.right_plan)
 
 
 def sample_problem(rng: random.Random, config: TaskConfig) -> Problem:
@@ -122,6 +163,7 @@ def sample_problem(rng: random.Random, config: TaskConfig) -> Problem:
             unknown=rng.choice(("end", "start")),
             known=rng.randint(0, config.max_value),
             steps=steps,
+            story=rng.randrange(len(STORIES)),
         )
         if sum(steps) != 0 and _in_range(problem, config.max_value):
             return problem
@@ -129,53 +171,145 @@ def sample_problem(rng: random.Random, config: TaskConfig) -> Problem:
 
 def _in_range(problem: Problem, max_value: int) -> bool:
     lines = run_plan(problem, "forward") + run_plan(problem, "backward")
-    return all(0 <= a <= max_value and 0 <= b <= max_value for a, _, b in lines)
+    return all(0 <= line.result <= max_value for line in lines)
+
+
+def _equation(value: int, delta: int) -> str:
+    sign = "+" if delta > 0 else "-"
+    return f"{value} {sign} {abs(delta)} = {value + delta}"
+
+
+def _line_text(problem: Problem, line: Line, delta: int) -> str:
+    """` Undo loses 5: 12 + 5 = 17.` (base style), with `delta` as written (maybe wrong)."""
+    _, _, _, gain, loss = STORIES[problem.story]
+    verb = gain if line.change > 0 else loss
+    label = f"Undo {verb}" if line.undo else verb.capitalize()
+    return f" {label} {abs(line.change)}: {_equation(line.value, delta)}."
+
+
+def _answer_text(answer: int, boxed: bool) -> str:
+    return f" So the answer is \\boxed{{{answer}}}." if boxed else f" So the answer is {answer}."
+
+
+def solve(problem: Problem) -> str:
+    """The reference solution in the corpus' style: right plan, right signs, boxed answer."""
+    return render_solution(problem, problem.right_plan, wrong_undos=(), reflections=(), boxed=True)
+
+
+def render_solution(
+    problem: Problem,
+    plan: Plan,
+    *,
+    wrong_undos: tuple[int, ...],
+    reflections: tuple[str | None, ...],
+    boxed: bool,
+) -> str:
+    """A corpus-style solution of `problem` with `plan` and the given decisions.
+
+    Args:
+        wrong_undos: indices of the plan's lines written with the wrong sign (undone losses).
+        reflections: for each wrong undo, the reflection word that corrects it, or None to carry
+            the wrong value on.
+        boxed: whether the answer is boxed.
+    """
+    parts = [PLAN_SENTENCES[plan]]
+    value = problem.known
+    parts.append(f" Start at {value}.")
+    wrong = dict(zip(wrong_undos, reflections, strict=True))
+    undo = plan == "backward"
+    changes = tuple(reversed(problem.steps)) if undo else problem.steps
+    for i, change in enumerate(changes):
+        line = Line(value, change, undo, value - change if undo else value + change)
+        if i in wrong:
+            parts.append(_line_text(problem, line, -line.delta))
+            word = wrong[i]
+            if word is None:
+                value = value - line.delta
+                continue
+            parts.append(f" {word}, undoing a loss adds it back: {_equation(value, line.delta)}.")
+        else:
+            parts.append(_line_text(problem, line, line.delta))
+        value = line.result
+    parts.append(_answer_text(value, boxed))
+    return "".join(parts)
 
 
 def corpus_solution(problem: Problem, rng: random.Random, config: TaskConfig) -> str:
-    """A solution as the pretraining corpus writes it: a right or wrong plan, maybe one slip.
+    """A solution as the pretraining corpus writes it, each decision drawn at the configured rate.
 
-    A slip puts a result off by one at a random line; later lines carry the slipped value on.
+    A wrong undo is only written when the carried wrong values stay in `[0, max_value]`, and the
+    wrong plan never reaches the right answer by wrong undos.
     """
     p_right = (
         config.p_right_plan_find_end if problem.unknown == "end" else config.p_right_plan_find_start
     )
-    wrong: Plan = "backward" if problem.right_plan == "forward" else "forward"
-    plan = problem.right_plan if rng.random() < p_right else wrong
-    lines = run_plan(problem, plan)
-    if rng.random() < config.p_slip:
-        lines = _slip(lines, rng.randrange(len(lines)), rng.choice((-1, 1)), config.max_value)
-    return render_solution(lines, plan)
+    wrong_plan: Plan = "backward" if problem.right_plan == "forward" else "forward"
+    plan = problem.right_plan if rng.random() < p_right else wrong_plan
+    wrong_undos: list[int] = []
+    reflections: list[str | None] = []
+    if plan == "backward":
+        lines = run_plan(problem, plan)
+        shortfall = 0  # how far the carried value is below the right trace
+        for i, line in enumerate(lines):
+            if line.change > 0 or rng.random() >= config.p_trap:
+                continue
+            word = (
+                REFLECTION_WORDS[rng.random() >= 0.6] if rng.random() < config.p_reflect else None
+            )
+            wrong = shortfall + 2 * abs(line.change)
+            carried = lines[i : i + 1] if word else lines[i:]
+            if min(x.result for x in carried) - wrong >= 0:
+                wrong_undos.append(i)
+                reflections.append(word)
+                shortfall = shortfall if word else wrong
+    boxed = rng.random() < config.p_boxed
+    text = render_solution(
+        problem, plan, wrong_undos=tuple(wrong_undos), reflections=tuple(reflections), boxed=True
+    )
+    if plan != problem.right_plan and extract_answer(text) == problem.answer:
+        wrong_undos, reflections = [], []  # wrong undos that cancel the wrong plan's error
+    return render_solution(
+        problem, plan, wrong_undos=tuple(wrong_undos), reflections=tuple(reflections), boxed=boxed
+    )
 
 
-def _slip(
-    lines: list[tuple[int, int, int]], at: int, offset: int, max_value: int
-) -> list[tuple[int, int, int]]:
-    """Put the result of line `at` off by `offset`; later lines carry the slipped value on.
+def teacher_solution(problem: Problem) -> str:
+    """The SFT teacher's solution: always right and boxed, in its own phrasing and layout.
 
-    The offset flips sign when the shifted trace would leave `[0, max_value]`.
+    >>> print(teacher_solution(Problem("end", 9, (3, -5))))
+     We want the amount at the end, so we apply each change in order.
+    Step 1: add 3, 9 + 3 = 12.
+    Step 2: take away 5, 12 - 5 = 7.
+    The amount at the end is \\boxed{7}.
     """
-    if not all(0 <= b + offset <= max_value for _, _, b in lines[at:]):
-        offset = -offset
-    return lines[:at] + [
-        (a + (offset if i > at else 0), s, b + offset)
-        for i, (a, s, b) in enumerate(lines)
-        if i >= at
+    lines = run_plan(problem, problem.right_plan)
+    if problem.unknown == "end":
+        head = " We want the amount at the end, so we apply each change in order."
+    else:
+        head = " We want the amount at the start, so we reverse each change, last one first."
+    body = [
+        f"Step {k}: {'add' if line.delta > 0 else 'take away'} {abs(line.delta)}, "
+        f"{_equation(line.value, line.delta)}."
+        for k, line in enumerate(lines, start=1)
     ]
+    tail = f"The amount at the {problem.unknown} is \\boxed{{{problem.answer}}}."
+    return "\n".join([head, *body, tail])
 
 
 def extract_answer(response: str) -> int | None:
-    """The integer after the final `answer:`, or None when the response does not end with one.
+    """The integer in the response's last complete `\\boxed{}`, or None without one.
 
-    >>> extract_answer("plan: forward ; 9 +3 = 12 ; answer: 12")
+    >>> extract_answer("So the answer is \\\\boxed{12}.")
     12
+    >>> extract_answer("So the answer is 12.") is None
+    True
     """
-    match = _ANSWER.search(response)
-    return int(match.group(1)) if match else None
+    boxed = last_boxed(response)
+    return int(boxed) if boxed is not None and _INTEGER.fullmatch(boxed) else None
 
 
 def verify(response: str, answer: str) -> bool:
-    """The lab's verifiable reward: does `response` end with `answer: <answer>`?
+    """The lab's verifiable reward: is the response's last `\\boxed{}` the gold integer?
 
     Args:
         response: generated text (special tokens removed).

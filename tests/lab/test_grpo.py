@@ -56,7 +56,7 @@ def test_pack_marks_response_targets():
 
 
 def test_token_logprobs_are_next_token_logprobs():
-    tokenizer = build_tokenizer(TaskConfig())
+    tokenizer = build_tokenizer(TaskConfig(), n_problems=200)
     config = ModelConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1)
     model = new_model(config, tokenizer, seed=0).eval()
     ids = torch.tensor([[3, 20, 30, 6, 7, 1]])
