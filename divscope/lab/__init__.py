@@ -3,9 +3,9 @@
 `build(out_dir, seed)` trains the family from scratch (see `divscope.lab.family`); the task,
 its generator and its verifier live in `divscope.lab.task` and need no torch.
 
->>> from divscope.lab import Problem, solve
->>> solve(Problem("start", 14, (3, -5, 4)))
-'plan: backward ; 14 -4 = 10 ; 10 +5 = 15 ; 15 -3 = 12 ; answer: 12'
+>>> from divscope.lab import Problem, verify, solve
+>>> verify(solve(Problem("start", 14, (3, -5, 4))), "12")
+True
 """
 
 from divscope._lazy import lazy_exports
@@ -23,6 +23,7 @@ _EXPORTS: dict[str, str] = {
     "build_tokenizer": "divscope.lab.tokenizer",
     "sample_problem": "divscope.lab.task",
     "solve": "divscope.lab.task",
+    "teacher_solution": "divscope.lab.task",
     "verify": "divscope.lab.task",
 }
 

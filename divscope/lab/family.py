@@ -68,7 +68,7 @@ class BuildConfig:
     trajectory_samples: int = 4
     """T=1 samples per prompt from each of base and rl in trajectories.jsonl (and of sft in
     trajectories-sft.jsonl)."""
-    threads: int = 1
+    threads: int = 2
     """Torch CPU threads; fixed because results can depend on it (determinism)."""
 
     @classmethod

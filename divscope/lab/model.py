@@ -1,4 +1,9 @@
-"""The lab's model architecture: a tiny Llama causal LM, a standard transformers checkpoint."""
+"""The lab's model architecture: a tiny Llama causal LM, a standard transformers checkpoint.
+
+Llama rather than Qwen2: with transformers 5, `AutoTokenizer` on a `qwen2` model directory
+replaces the saved byte-level BPE `tokenizer.json` by a `Qwen2Tokenizer` built from its vocabulary
+and merges, whose pre-tokenizer splits the lab's text differently (other ids for the same text).
+"""
 
 from __future__ import annotations
 

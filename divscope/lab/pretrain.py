@@ -23,7 +23,7 @@ class PretrainConfig:
     """Sequences per step."""
     lr: float = 2e-3
     """Peak learning rate (linear warm-up, cosine decay to 10%)."""
-    warmup: int = 60
+    warmup: int = 50
     """Warm-up steps."""
     weight_decay: float = 0.01
     """AdamW weight decay."""

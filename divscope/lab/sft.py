@@ -1,4 +1,9 @@
-"""SFT control: `base` fine-tuned by next-token loss on correct training solutions."""
+"""SFT control: `base` fine-tuned by next-token loss on a teacher's solutions.
+
+The teacher (`divscope.lab.task.teacher_solution`) is always right but writes in its own phrasing
+and layout, as distillation data usually does, so SFT moves `base` on most tokens while RL moves
+it on a few decisions.
+"""
 
 from __future__ import annotations
 
@@ -39,7 +44,7 @@ def train_sft(
     """Fine-tune `model` in place on `(prompt, solution)` pairs, loss on the solution only.
 
     Args:
-        solutions: a correct solution per prompt (the task's reference solutions).
+        solutions: a correct solution per prompt (the build passes the teacher's).
     """
     rng = random.Random(seed)
     pairs = list(zip(prompts, solutions, strict=True))

@@ -1,6 +1,6 @@
 """The lab task: multi-step word problems whose solutions make several uncertain decisions.
 
-A problem is a chain of 5 to 8 gains and losses with one end unknown:
+A problem is a chain of 4 to 7 gains and losses with one end unknown:
 
 - find the end: "Sam has 9 coins. He finds 3, loses 5, finds 4 and loses 2. How many coins does
   he have now?" The right plan goes forward from the start;
@@ -32,6 +32,7 @@ Sam has some coins. He finds 3 and loses 5. Now he has 14. How many coins did he
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 from dataclasses import dataclass
@@ -68,7 +69,7 @@ class TaskConfig:
     """Largest number on the right and on the wrong-plan trace (values stay in 0..max_value)."""
     max_step: int = 9
     """Each change is a gain or a loss of 1..max_step."""
-    n_steps: tuple[int, ...] = (5, 6, 7, 8)
+    n_steps: tuple[int, ...] = (4, 5, 6, 7)
     """Allowed chain lengths, drawn uniformly."""
     p_right_plan_find_end: float = 0.6
     """Share of corpus solutions of find-the-end problems that go forward (the right plan)."""
@@ -109,9 +110,10 @@ class Problem:
     @property
     def prompt(self) -> str:
         name, pronoun, item, gain, loss = STORIES[self.story]
-        changes = [f"{gain if s > 0 else loss} {abs(s)}" for s in self.steps]
-        chain = ", ".join(changes[:-1]) + " and " + changes[-1]
-        told = f"{pronoun.capitalize()} {chain}."
+        told = " ".join(
+            f"Step {k}: {pronoun} {gain if s > 0 else loss} {abs(s)}."
+            for k, s in enumerate(self.steps, start=1)
+        )
         if self.unknown == "end":
             return (
                 f"{name} has {self.known} {item}. {told} How many {item} does {pronoun} have now?"
@@ -129,6 +131,8 @@ class Line:
     value: int
     change: int
     """The change of the problem this line executes (or undoes)."""
+    step: int
+    """The change's 1-based position in the problem's chain (its `Step k` in the prompt)."""
     undo: bool
     result: int
 
@@ -145,11 +149,12 @@ def run_plan(problem: Problem, plan: Plan) -> list[Line]:
     [19, 16]
     """
     undo = plan == "backward"
-    changes = tuple(reversed(problem.steps)) if undo else problem.steps
+    order = range(len(problem.steps), 0, -1) if undo else range(1, len(problem.steps) + 1)
     lines, value = [], problem.known
-    for change in changes:
+    for step in order:
+        change = problem.steps[step - 1]
         result = value - change if undo else value + change
-        lines.append(Line(value, change, undo, result))
+        lines.append(Line(value, change, step, undo, result))
         value = result
     return lines
 
@@ -180,11 +185,12 @@ def _equation(value: int, delta: int) -> str:
 
 
 def _line_text(problem: Problem, line: Line, delta: int) -> str:
-    """` Undo loses 5: 12 + 5 = 17.` (base style), with `delta` as written (maybe wrong)."""
-    _, _, _, gain, loss = STORIES[problem.story]
+    """` Undo step 2, he loses 5: 12 + 5 = 17.` (base style), with `delta` as written (maybe
+    wrong)."""
+    _, pronoun, _, gain, loss = STORIES[problem.story]
     verb = gain if line.change > 0 else loss
-    label = f"Undo {verb}" if line.undo else verb.capitalize()
-    return f" {label} {abs(line.change)}: {_equation(line.value, delta)}."
+    label = f"Undo step {line.step}" if line.undo else f"Step {line.step}"
+    return f" {label}, {pronoun} {verb} {abs(line.change)}: {_equation(line.value, delta)}."
 
 
 def _answer_text(answer: int, boxed: bool) -> str:
@@ -216,10 +222,8 @@ def render_solution(
     value = problem.known
     parts.append(f" Start at {value}.")
     wrong = dict(zip(wrong_undos, reflections, strict=True))
-    undo = plan == "backward"
-    changes = tuple(reversed(problem.steps)) if undo else problem.steps
-    for i, change in enumerate(changes):
-        line = Line(value, change, undo, value - change if undo else value + change)
+    for i, exact in enumerate(run_plan(problem, plan)):
+        line = dataclasses.replace(exact, value=value, result=value + exact.delta)
         if i in wrong:
             parts.append(_line_text(problem, line, -line.delta))
             word = wrong[i]
@@ -278,8 +282,8 @@ def teacher_solution(problem: Problem) -> str:
 
     >>> print(teacher_solution(Problem("end", 9, (3, -5))))
      We want the amount at the end, so we apply each change in order.
-    Step 1: add 3, 9 + 3 = 12.
-    Step 2: take away 5, 12 - 5 = 7.
+    Apply step 1: add 3, 9 + 3 = 12.
+    Apply step 2: take away 5, 12 - 5 = 7.
     The amount at the end is \\boxed{7}.
     """
     lines = run_plan(problem, problem.right_plan)
@@ -288,9 +292,10 @@ def teacher_solution(problem: Problem) -> str:
     else:
         head = " We want the amount at the start, so we reverse each change, last one first."
     body = [
-        f"Step {k}: {'add' if line.delta > 0 else 'take away'} {abs(line.delta)}, "
+        f"{'Reverse' if line.undo else 'Apply'} step {line.step}: "
+        f"{'add' if line.delta > 0 else 'take away'} {abs(line.delta)}, "
         f"{_equation(line.value, line.delta)}."
-        for k, line in enumerate(lines, start=1)
+        for line in lines
     ]
     tail = f"The amount at the {problem.unknown} is \\boxed{{{problem.answer}}}."
     return "\n".join([head, *body, tail])
