@@ -2,10 +2,13 @@
 
 A problem is a chain of 4 to 7 gains and losses with one end unknown:
 
-- find the end: "Sam has 9 coins. He finds 3, loses 5, finds 4 and loses 2. How many coins does
+- find the end: "Sam has 9 coins. Step 1: he finds 3. Step 2: he loses 5. ... How many coins does
   he have now?" The right plan goes forward from the start;
-- find the start: "Sam has some coins. He finds 3, ... Now he has 9. How many coins did he have
-  at the start?" The right plan works backward from the end, undoing each change.
+- find the start: "Sam has some coins. Step 1: he finds 3. ... Now he has 9. How many coins did
+  he have at the start?" The right plan works backward from the end, undoing each change.
+
+Solutions name the step they execute ("Undo step 2, he loses 5: ..."), so a model finds each
+change by its label in the prompt rather than by counting positions.
 
 The pretraining corpus writes solutions in one style (`corpus_solution`) with three kinds of
 uncertain decision, each of which decides the grade:
@@ -23,11 +26,12 @@ The SFT control learns from a differently styled teacher (`teacher_solution`): a
 phrasing and layout. Graders read the last `\\boxed{}`: `verify` agrees with `--grader math`.
 
 >>> p = Problem("start", 14, (3, -5))
->>> print(p.prompt)
-Sam has some coins. He finds 3 and loses 5. Now he has 14. How many coins did he have at the start?
+>>> print(p.prompt)  # doctest: +NORMALIZE_WHITESPACE
+Sam has some coins. Step 1: he finds 3. Step 2: he loses 5. Now he has 14.
+How many coins did he have at the start?
 >>> print(solve(p))  # doctest: +NORMALIZE_WHITESPACE
- Let me work backward from the end. Start at 14. Undo loses 5: 14 + 5 = 19.
- Undo finds 3: 19 - 3 = 16. So the answer is \\boxed{16}.
+ Let me work backward from the end. Start at 14. Undo step 2, he loses 5: 14 + 5 = 19.
+ Undo step 1, he finds 3: 19 - 3 = 16. So the answer is \\boxed{16}.
 """
 
 from __future__ import annotations

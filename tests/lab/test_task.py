@@ -28,17 +28,19 @@ EQUATION = re.compile(r"(\d+) ([+-]) (\d+) = (\d+)")
     [
         (
             Problem("end", 9, (3, -5, 4)),
-            "Sam has 9 coins. He finds 3, loses 5 and finds 4. How many coins does he have now?",
-            " First, I go forward from the start. Start at 9. Finds 3: 9 + 3 = 12."
-            " Loses 5: 12 - 5 = 7. Finds 4: 7 + 4 = 11. So the answer is \\boxed{11}.",
+            "Sam has 9 coins. Step 1: he finds 3. Step 2: he loses 5. Step 3: he finds 4."
+            " How many coins does he have now?",
+            " First, I go forward from the start. Start at 9. Step 1, he finds 3: 9 + 3 = 12."
+            " Step 2, he loses 5: 12 - 5 = 7. Step 3, he finds 4: 7 + 4 = 11."
+            " So the answer is \\boxed{11}.",
             11,
         ),
         (
             Problem("start", 14, (3, -5, 4), story=2),
-            "Tom has some cards. He wins 3, gives away 5 and wins 4. Now he has 14."
-            " How many cards did he have at the start?",
-            " Let me work backward from the end. Start at 14. Undo wins 4: 14 - 4 = 10."
-            " Undo gives away 5: 10 + 5 = 15. Undo wins 3: 15 - 3 = 12."
+            "Tom has some cards. Step 1: he wins 3. Step 2: he gives away 5. Step 3: he wins 4."
+            " Now he has 14. How many cards did he have at the start?",
+            " Let me work backward from the end. Start at 14. Undo step 3, he wins 4: 14 - 4 = 10."
+            " Undo step 2, he gives away 5: 10 + 5 = 15. Undo step 1, he wins 3: 15 - 3 = 12."
             " So the answer is \\boxed{12}.",
             12,
         ),
@@ -54,11 +56,14 @@ def test_a_wrong_undo_with_and_without_reflection():
     problem = Problem("start", 14, (3, -5, 4))
     kwargs = {"wrong_undos": (1,), "boxed": False}
     carried = render_solution(problem, "backward", reflections=(None,), **kwargs)
-    assert " Undo loses 5: 10 - 5 = 5. Undo finds 3: 5 - 3 = 2. So the answer is 2." in carried
+    assert (
+        " Undo step 2, he loses 5: 10 - 5 = 5. Undo step 1, he finds 3: 5 - 3 = 2."
+        " So the answer is 2." in carried
+    )
     reflected = render_solution(problem, "backward", reflections=("Wait",), **kwargs)
     assert (
-        " Undo loses 5: 10 - 5 = 5. Wait, undoing a loss adds it back: 10 + 5 = 15."
-        " Undo finds 3: 15 - 3 = 12. So the answer is 12." in reflected
+        " Undo step 2, he loses 5: 10 - 5 = 5. Wait, undoing a loss adds it back: 10 + 5 = 15."
+        " Undo step 1, he finds 3: 15 - 3 = 12. So the answer is 12." in reflected
     )
 
 
@@ -101,6 +106,7 @@ def _decisions(problem: Problem, text: str) -> dict:
     equations = [m.groups() for m in EQUATION.finditer(text)]
     unreflected = re.sub(r" (?:Wait|Hmm), [^:]*: [^.]*\.", "", text)
     lines = [m.groups() for m in EQUATION.finditer(unreflected)]
+    assert len(lines) == len(problem.steps)
     undone_losses = [
         e for e, line in zip(lines, run_plan(problem, plan), strict=True) if line.change < 0
     ]
@@ -159,9 +165,9 @@ def test_teacher_writes_in_another_style():
     text = teacher_solution(problem)
     assert text.splitlines() == [
         " We want the amount at the start, so we reverse each change, last one first.",
-        "Step 1: take away 4, 14 - 4 = 10.",
-        "Step 2: add 5, 10 + 5 = 15.",
-        "Step 3: take away 3, 15 - 3 = 12.",
+        "Reverse step 3: take away 4, 14 - 4 = 10.",
+        "Reverse step 2: add 5, 10 + 5 = 15.",
+        "Reverse step 1: take away 3, 15 - 3 = 12.",
         "The amount at the start is \\boxed{12}.",
     ]
     assert not any(sentence in text for sentence in PLAN_SENTENCES.values())

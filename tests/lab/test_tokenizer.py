@@ -50,7 +50,9 @@ def test_auto_tokenizer_loads_it_from_a_model_dir(tokenizer, tmp_path):
     new_model(config, tokenizer, seed=0).save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
     loaded = AutoTokenizer.from_pretrained(tmp_path)
-    text = "Sam has 9 coins. He finds 3 and loses 5. How many coins does he have now?"
+    text = (
+        "Sam has 9 coins. Step 1: he finds 3. Step 2: he loses 5. How many coins does he have now?"
+    )
     assert loaded(text).input_ids == tokenizer(text).input_ids
     assert loaded.eos_token_id == tokenizer.eos_token_id
     assert loaded.pad_token_id == tokenizer.pad_token_id
