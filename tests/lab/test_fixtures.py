@@ -9,7 +9,10 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from divscope.grading import get_grader
+from divscope.lab.grpo import GRPOConfig
 from divscope.lab.sampling import generate
+from divscope.lab.task import PLAN_SENTENCES
+from divscope.lab.tokenizer import EOS, PAD
 
 LAB = Path(__file__).resolve().parents[2] / "fixtures" / "lab"
 MODELS = sorted(p.name for p in LAB.iterdir() if (p / "config.json").exists())
@@ -26,7 +29,7 @@ def test_family_is_complete_and_small():
     assert {"base", "rl", "sft"} <= set(MODELS)
     assert len(steps) >= 4
     weights = sum(f.stat().st_size for m in MODELS for f in (LAB / m).glob("*.safetensors"))
-    assert weights <= 25 * 2**20
+    assert weights <= 40 * 2**20
     assert len(_eval_rows(10_000)) >= 200
 
 
@@ -41,9 +44,10 @@ def test_model_loads_offline_with_auto_classes(name):
     model = AutoModelForCausalLM.from_pretrained(LAB / name, local_files_only=True)
     tokenizer = AutoTokenizer.from_pretrained(LAB / name, local_files_only=True)
     assert model.config.vocab_size == len(tokenizer)
-    assert tokenizer.eos_token == "<eos>" and tokenizer.pad_token == "<pad>"
-    ids = tokenizer("Q: ? +3 -5 +4 = 14 ; find start A:", add_special_tokens=False).input_ids
-    assert len(ids) == 11 and tokenizer.unk_token_id not in ids
+    assert (tokenizer.eos_token, tokenizer.pad_token) == (EOS, PAD)
+    prompt = _eval_rows(1)[0]["prompt"]
+    ids = tokenizer(prompt, add_special_tokens=False).input_ids
+    assert tokenizer.decode(ids) == prompt
 
 
 def test_rl_beats_base_greedily_on_64_eval_prompts():
@@ -56,22 +60,62 @@ def test_rl_beats_base_greedily_on_64_eval_prompts():
         prompts = [tokenizer(r["prompt"], add_special_tokens=False).input_ids for r in rows]
         with torch.no_grad():
             responses = generate(
-                model, prompts, eos_id=tokenizer.eos_token_id, max_new_tokens=24, temperature=None
+                model,
+                prompts,
+                eos_id=tokenizer.eos_token_id,
+                max_new_tokens=GRPOConfig().max_new_tokens,
+                temperature=None,
             )
         texts = tokenizer.batch_decode(responses, skip_special_tokens=True)
         accuracy[name] = sum(grade(t, r["answer"]) for t, r in zip(texts, rows, strict=True)) / 64
     assert accuracy["rl"] > accuracy["base"], accuracy
 
 
-def test_trajectories_follow_the_contract():
-    rows = [json.loads(line) for line in (LAB / "trajectories.jsonl").open()]
-    assert (LAB / "trajectories.jsonl").stat().st_size < 2 * 2**20
+@pytest.mark.parametrize(
+    "file,models", [("trajectories.jsonl", {"base", "rl"}), ("trajectories-sft.jsonl", {"sft"})]
+)
+def test_trajectories_follow_the_contract(file, models):
+    rows = [json.loads(line) for line in (LAB / file).open()]
+    assert (LAB / file).stat().st_size < 4 * 2**20
     keys = {(r["prompt_id"], r["sample_id"]) for r in rows}
     assert len(keys) == len(rows)
-    assert {r["model"] for r in rows} == {"base", "rl"}
+    assert {r["model"] for r in rows} == models
     tokenizer = AutoTokenizer.from_pretrained(LAB / "base", local_files_only=True)
     grade = get_grader("lab")
     for r in rows[:50]:
         assert tokenizer(r["prompt"], add_special_tokens=False).input_ids == r["prompt_ids"]
         assert tokenizer.decode(r["response_ids"], skip_special_tokens=True) == r["response"]
         assert grade(r["response"], r["answer"]) == r["correct"]
+
+
+def test_lab_and_math_graders_agree_on_every_trajectory():
+    lab, math = get_grader("lab"), get_grader("math")
+    for file in ("trajectories.jsonl", "trajectories-sft.jsonl"):
+        for r in map(json.loads, (LAB / file).open()):
+            assert bool(math(r["response"], r["answer"])) is r["correct"], r["response"]
+            assert lab(r["response"], r["answer"]) is r["correct"]
+
+
+def _right_plan_probability(name: str, rows: list[dict]) -> float:
+    """Mean probability of the right plan's first word as the response's first token."""
+    tokenizer = AutoTokenizer.from_pretrained(LAB / name, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(LAB / name, local_files_only=True)
+    first = {
+        plan: tokenizer(sentence, add_special_tokens=False).input_ids[0]
+        for plan, sentence in PLAN_SENTENCES.items()
+    }
+    total = 0.0
+    for r in rows:
+        ids = torch.tensor([tokenizer(r["prompt"], add_special_tokens=False).input_ids])
+        with torch.no_grad():
+            probs = torch.softmax(model(input_ids=ids).logits[0, -1], dim=-1)
+        right = "backward" if " has some " in r["prompt"] else "forward"
+        total += probs[first[right]].item()
+    return total / len(rows)
+
+
+def test_base_is_uncertain_at_the_plan_and_rl_decides_it():
+    rows = _eval_rows(32)
+    base, rl = (_right_plan_probability(name, rows) for name in ("base", "rl"))
+    assert 0.3 < base < 0.75  # the right plan is in base's top-p 0.7 nucleus, not alone in it
+    assert rl > 0.9
