@@ -25,13 +25,13 @@ from divscope.lab.task import verify
 class GRPOConfig:
     """The GRPO stage that turns `base` into `rl`."""
 
-    steps: int = 120
+    steps: int = 150
     """Sampling rounds (each followed by `minibatches` optimizer steps)."""
     prompts_per_step: int = 8
     """Distinct prompts per round."""
     group_size: int = 8
     """Responses sampled per prompt; advantages are normalized within this group."""
-    lr: float = 3e-4
+    lr: float = 1e-4
     """AdamW learning rate (after a linear warm-up)."""
     warmup: int = 10
     """Warm-up rounds: a fresh Adam state makes sign-like, noisy first updates."""
@@ -45,7 +45,7 @@ class GRPOConfig:
     """Sampling temperature of the rollouts."""
     max_new_tokens: int = 224
     """Length cap of a rollout."""
-    checkpoint_every: int = 24
+    checkpoint_every: int = 30
     """Save `rl-step-N` every this many rounds (the last round is saved as `rl`)."""
 
 

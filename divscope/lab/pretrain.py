@@ -17,7 +17,7 @@ from divscope.lab.task import TaskConfig, corpus_solution, sample_problem
 class PretrainConfig:
     """Pretraining of `base` on an endless stream of corpus solutions."""
 
-    steps: int = 1200
+    steps: int = 1800
     """Optimizer steps."""
     batch_size: int = 32
     """Sequences per step."""
@@ -119,7 +119,7 @@ def pretrain(
                 problem = sample_problem(rng, task)
                 if problem.prompt not in held_out:
                     pairs.append((problem.prompt, corpus_solution(problem, rng, task)))
-            yield lm_batch(pairs, tokenizer, loss_on_prompt=True)
+            yield lm_batch(pairs, tokenizer, loss_on_prompt=False)
 
     train_lm(
         model,

@@ -1,13 +1,13 @@
 """The lab task: multi-step word problems whose solutions make several uncertain decisions.
 
-A problem is a chain of 4 to 7 gains and losses with one end unknown:
+A problem is a chain of 4 to 6 gains and losses with one end unknown:
 
 - find the end: "Sam has 9 coins. Step 1: he finds 3. Step 2: he loses 5. ... How many coins does
   he have now?" The right plan goes forward from the start;
 - find the start: "Sam has some coins. Step 1: he finds 3. ... Now he has 9. How many coins did
   he have at the start?" The right plan works backward from the end, undoing each change.
 
-Solutions name the step they execute ("Undo step 2, he loses 5: ..."), so a model finds each
+Solutions name the step they execute ("Undo Step 2: he loses 5. ..."), so a model finds each
 change by its label in the prompt rather than by counting positions.
 
 The pretraining corpus writes solutions in one style (`corpus_solution`) with three kinds of
@@ -30,8 +30,8 @@ phrasing and layout. Graders read the last `\\boxed{}`: `verify` agrees with `--
 Sam has some coins. Step 1: he finds 3. Step 2: he loses 5. Now he has 14.
 How many coins did he have at the start?
 >>> print(solve(p))  # doctest: +NORMALIZE_WHITESPACE
- Let me work backward from the end. Start at 14. Undo step 2, he loses 5: 14 + 5 = 19.
- Undo step 1, he finds 3: 19 - 3 = 16. So the answer is \\boxed{16}.
+ Let me work backward from the end. Start at 14. Undo Step 2: he loses 5. 14 + 5 = 19.
+ Undo Step 1: he finds 3. 19 - 3 = 16. So the answer is \\boxed{16}.
 """
 
 from __future__ import annotations
@@ -69,11 +69,11 @@ _INTEGER = re.compile(r"\s*\d+\s*")
 class TaskConfig:
     """Size of the problem space and the habits of the pretraining corpus."""
 
-    max_value: int = 49
+    max_value: int = 29
     """Largest number on the right and on the wrong-plan trace (values stay in 0..max_value)."""
-    max_step: int = 9
+    max_step: int = 5
     """Each change is a gain or a loss of 1..max_step."""
-    n_steps: tuple[int, ...] = (4, 5, 6, 7)
+    n_steps: tuple[int, ...] = (4, 5, 6)
     """Allowed chain lengths, drawn uniformly."""
     p_right_plan_find_end: float = 0.6
     """Share of corpus solutions of find-the-end problems that go forward (the right plan)."""
@@ -189,12 +189,12 @@ def _equation(value: int, delta: int) -> str:
 
 
 def _line_text(problem: Problem, line: Line, delta: int) -> str:
-    """` Undo step 2, he loses 5: 12 + 5 = 17.` (base style), with `delta` as written (maybe
+    """` Undo Step 2: he loses 5. 12 + 5 = 17.` (base style), with `delta` as written (maybe
     wrong)."""
     _, pronoun, _, gain, loss = STORIES[problem.story]
     verb = gain if line.change > 0 else loss
-    label = f"Undo step {line.step}" if line.undo else f"Step {line.step}"
-    return f" {label}, {pronoun} {verb} {abs(line.change)}: {_equation(line.value, delta)}."
+    label = f"Undo Step {line.step}" if line.undo else f"Step {line.step}"
+    return f" {label}: {pronoun} {verb} {abs(line.change)}. {_equation(line.value, delta)}."
 
 
 def _answer_text(answer: int, boxed: bool) -> str:

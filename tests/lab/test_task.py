@@ -30,8 +30,8 @@ EQUATION = re.compile(r"(\d+) ([+-]) (\d+) = (\d+)")
             Problem("end", 9, (3, -5, 4)),
             "Sam has 9 coins. Step 1: he finds 3. Step 2: he loses 5. Step 3: he finds 4."
             " How many coins does he have now?",
-            " First, I go forward from the start. Start at 9. Step 1, he finds 3: 9 + 3 = 12."
-            " Step 2, he loses 5: 12 - 5 = 7. Step 3, he finds 4: 7 + 4 = 11."
+            " First, I go forward from the start. Start at 9. Step 1: he finds 3. 9 + 3 = 12."
+            " Step 2: he loses 5. 12 - 5 = 7. Step 3: he finds 4. 7 + 4 = 11."
             " So the answer is \\boxed{11}.",
             11,
         ),
@@ -39,8 +39,8 @@ EQUATION = re.compile(r"(\d+) ([+-]) (\d+) = (\d+)")
             Problem("start", 14, (3, -5, 4), story=2),
             "Tom has some cards. Step 1: he wins 3. Step 2: he gives away 5. Step 3: he wins 4."
             " Now he has 14. How many cards did he have at the start?",
-            " Let me work backward from the end. Start at 14. Undo step 3, he wins 4: 14 - 4 = 10."
-            " Undo step 2, he gives away 5: 10 + 5 = 15. Undo step 1, he wins 3: 15 - 3 = 12."
+            " Let me work backward from the end. Start at 14. Undo Step 3: he wins 4. 14 - 4 = 10."
+            " Undo Step 2: he gives away 5. 10 + 5 = 15. Undo Step 1: he wins 3. 15 - 3 = 12."
             " So the answer is \\boxed{12}.",
             12,
         ),
@@ -57,13 +57,13 @@ def test_a_wrong_undo_with_and_without_reflection():
     kwargs = {"wrong_undos": (1,), "boxed": False}
     carried = render_solution(problem, "backward", reflections=(None,), **kwargs)
     assert (
-        " Undo step 2, he loses 5: 10 - 5 = 5. Undo step 1, he finds 3: 5 - 3 = 2."
+        " Undo Step 2: he loses 5. 10 - 5 = 5. Undo Step 1: he finds 3. 5 - 3 = 2."
         " So the answer is 2." in carried
     )
     reflected = render_solution(problem, "backward", reflections=("Wait",), **kwargs)
     assert (
-        " Undo step 2, he loses 5: 10 - 5 = 5. Wait, undoing a loss adds it back: 10 + 5 = 15."
-        " Undo step 1, he finds 3: 15 - 3 = 12. So the answer is 12." in reflected
+        " Undo Step 2: he loses 5. 10 - 5 = 5. Wait, undoing a loss adds it back: 10 + 5 = 15."
+        " Undo Step 1: he finds 3. 15 - 3 = 12. So the answer is 12." in reflected
     )
 
 
