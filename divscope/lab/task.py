@@ -286,8 +286,8 @@ def teacher_solution(problem: Problem) -> str:
 
     >>> print(teacher_solution(Problem("end", 9, (3, -5))))
      We want the amount at the end, so we apply each change in order.
-    Apply step 1: add 3, 9 + 3 = 12.
-    Apply step 2: take away 5, 12 - 5 = 7.
+    Apply Step 1: he finds 3. Add 3: 9 + 3 = 12.
+    Apply Step 2: he loses 5. Take away 5: 12 - 5 = 7.
     The amount at the end is \\boxed{7}.
     """
     lines = run_plan(problem, problem.right_plan)
@@ -295,9 +295,11 @@ def teacher_solution(problem: Problem) -> str:
         head = " We want the amount at the end, so we apply each change in order."
     else:
         head = " We want the amount at the start, so we reverse each change, last one first."
+    _, pronoun, _, gain, loss = STORIES[problem.story]
     body = [
-        f"{'Reverse' if line.undo else 'Apply'} step {line.step}: "
-        f"{'add' if line.delta > 0 else 'take away'} {abs(line.delta)}, "
+        f"{'Reverse' if line.undo else 'Apply'} Step {line.step}: {pronoun} "
+        f"{gain if line.change > 0 else loss} {abs(line.change)}. "
+        f"{'Add' if line.delta > 0 else 'Take away'} {abs(line.delta)}: "
         f"{_equation(line.value, line.delta)}."
         for line in lines
     ]

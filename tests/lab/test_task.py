@@ -165,9 +165,9 @@ def test_teacher_writes_in_another_style():
     text = teacher_solution(problem)
     assert text.splitlines() == [
         " We want the amount at the start, so we reverse each change, last one first.",
-        "Reverse step 3: take away 4, 14 - 4 = 10.",
-        "Reverse step 2: add 5, 10 + 5 = 15.",
-        "Reverse step 1: take away 3, 15 - 3 = 12.",
+        "Reverse Step 3: he finds 4. Take away 4: 14 - 4 = 10.",
+        "Reverse Step 2: he loses 5. Add 5: 10 + 5 = 15.",
+        "Reverse Step 1: he finds 3. Take away 3: 15 - 3 = 12.",
         "The amount at the start is \\boxed{12}.",
     ]
     assert not any(sentence in text for sentence in PLAN_SENTENCES.values())
