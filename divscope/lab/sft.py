@@ -21,11 +21,11 @@ from divscope.lab.pretrain import lm_batch, train_lm
 class SFTConfig:
     """The SFT stage that turns `base` into `sft`."""
 
-    steps: int = 200
+    steps: int = 600
     """Optimizer steps."""
     batch_size: int = 32
     """Sequences per step."""
-    lr: float = 5e-4
+    lr: float = 1e-3
     """Peak learning rate (linear warm-up, cosine decay to 10%)."""
     warmup: int = 20
     """Warm-up steps."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -113,7 +114,7 @@ def test_digest_of_populated_groups_gives_the_numbers(tokens):
     not (LAB / "trajectories.jsonl").exists() or not (LAB / "rl").is_dir(),
     reason="the lab models are not built yet (fixtures/lab)",
 )
-def test_digest_on_the_lab_says_na_for_its_empty_groups(tmp_path):
+def test_digest_on_the_lab_finds_its_planning_words_and_prints_no_nan(tmp_path):
     tokens = tmp_path / "lab.parquet"
     divscope.score(
         LAB / "trajectories.jsonl",
@@ -123,6 +124,6 @@ def test_digest_on_the_lab_says_na_for_its_empty_groups(tmp_path):
         progress=False,
     )
     text = digest(divscope.analyze(tokens, tmp_path / "s.json", n_boot=20), source=tokens)
-    assert "their mean RL probability n/a (no tail positions)" in text
-    assert "Planning words: n/a (no planning words in the table)" in text
+    # The lab's solutions open with "Let"/"First" and reflect with "Wait"/"Hmm".
+    assert re.search(r"Planning words: [\d.]+% of the top 1% vs [\d.]+% of all tokens \(x", text)
     assert "nan" not in text.lower()

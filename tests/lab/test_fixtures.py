@@ -119,3 +119,31 @@ def test_base_is_uncertain_at_the_plan_and_rl_decides_it():
     base, rl = (_right_plan_probability(name, rows) for name in ("base", "rl"))
     assert 0.3 < base < 0.75  # the right plan is in base's top-p 0.7 nucleus, not alone in it
     assert rl > 0.9
+
+
+@pytest.fixture(scope="module")
+def lab_tokens(tmp_path_factory):
+    from divscope import score
+    from divscope.io import read_token_table
+
+    out = tmp_path_factory.mktemp("lab") / "tokens.parquet"
+    score(LAB / "trajectories.jsonl", base=str(LAB / "base"), rl=str(LAB / "rl"), out=out,
+          progress=False)  # fmt: skip
+    return read_token_table(out)
+
+
+@pytest.mark.slow
+def test_divergence_is_sparse_and_its_decisions_are_spread(lab_tokens):
+    import polars as pl
+
+    rl_own = lab_tokens.filter(pl.col("sample_id") >= 4)  # rl's samples follow base's 0-3
+    assert rl_own.select((pl.col("js") < 1e-3).mean()).item() >= 0.8
+    high = lab_tokens.filter(pl.col("js") > 0.1)
+    # several decisions, none of them the whole story ...
+    assert high.group_by("token").len()["len"].max() <= 0.4 * high.height
+    # ... from the plan at the start to the answer's format at the end
+    quintiles = (pl.col("rel_position") * 5).floor().clip(0, 4)
+    assert high.select(quintiles.n_unique()).item() >= 3
+    # the plan, the first response token, is among the most divergent positions
+    plan = lab_tokens.filter(pl.col("position") == 0)["js"].median()
+    assert plan >= lab_tokens["js"].quantile(0.95)
