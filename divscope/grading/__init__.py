@@ -7,7 +7,7 @@ processes with a per-response time limit, and `divscope.grade` does so file to f
 implementation), re-exported here.
 
 >>> from divscope.grading import get_grader
->>> get_grader("lab")("plan: forward ; 9 +3 = 12 ; answer: 12", "12")
+>>> get_grader("lab")(" 9 + 3 = 12. So the answer is \\\\boxed{12}.", "12")
 True
 """
 
