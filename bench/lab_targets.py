@@ -54,20 +54,19 @@ def main(out: Path) -> None:
     )  # fmt: skip
     per_quintile = dict(zip(quintiles["q"], quintiles["len"], strict=True))
     occupied = sum(1 for q in range(5) if per_quintile.get(q, 0) > 0)
+    counts_by_quintile = [per_quintile.get(q, 0) for q in range(5)]
     _line("rel_position quintiles holding JS > 0.1 tokens",
-          f"{occupied} of 5 ({[per_quintile.get(q, 0) for q in range(5)]})", ">= 3", occupied >= 3)  # fmt: skip
+          f"{occupied} of 5 ({counts_by_quintile})", ">= 3", occupied >= 3)  # fmt: skip
 
-    dense = {
-        name: frame.select((pl.col("js") > 0.01).mean()).item()
-        for name, frame in (("rl", tokens), ("sft", sft))
-    }
+    pairs = (("rl", tokens), ("sft", sft))
+    dense = {name: frame.select((pl.col("js") > 0.01).mean()).item() for name, frame in pairs}
     ratio = dense["sft"] / dense["rl"]
-    _line("share of tokens with JS > 0.01, SFT / RL",
-          f"{dense['sft']:.1%} / {dense['rl']:.1%} = {ratio:.1f}x", ">= 2x", ratio >= 2)  # fmt: skip
-    overlap = {name: frame["overlap_1"].mean() for name, frame in (("rl", tokens), ("sft", sft))}
+    shares = f"{dense['sft']:.1%} / {dense['rl']:.1%} = {ratio:.1f}x"
+    _line("share of tokens with JS > 0.01, SFT / RL", shares, ">= 2x", ratio >= 2)
+    overlap = {name: frame["overlap_1"].mean() for name, frame in pairs}
     _line("mean overlap_1, SFT vs RL", f"{overlap['sft']:.3f} vs {overlap['rl']:.3f}",
           "SFT lower", overlap["sft"] < overlap["rl"])  # fmt: skip
-    p80 = {name: frame["js"].quantile(0.8) for name, frame in (("rl", tokens), ("sft", sft))}
+    p80 = {name: frame["js"].quantile(0.8) for name, frame in pairs}
     print(f"80th percentile of JS, SFT / RL: {p80['sft']:.2e} / {p80['rl']:.2e}")
 
     enrichment = analyses.planning_enrichment(tokens)
