@@ -1,15 +1,17 @@
 """Batched decoding for the lab models: T=1 sampling or greedy, with a KV cache.
 
-Prompts of different lengths share a batch, left-padded: the attention mask hides the padding and
-position ids count real tokens only, so a prompt's response does not depend on its batch mates
-beyond float rounding. The generator makes sampling reproducible; thread count is fixed by the
-caller (`build`).
+Prompts of different lengths share a batch, left-padded, stepped by the lockstep decoder's
+`Lockstep` (one model): the attention mask hides the padding and position ids count real tokens
+only, so a prompt's response does not depend on its batch mates beyond float rounding. The
+generator makes sampling reproducible; thread count is fixed by the caller (`build`).
 """
 
 from __future__ import annotations
 
 import torch
 from transformers import PreTrainedModel
+
+from divscope.decoding.lockstep import Lockstep
 
 
 @torch.no_grad()
@@ -42,31 +44,23 @@ def generate(
     responses: list[list[int]] = []
     for start in range(0, len(prompts), batch_size):
         chunk = prompts[start : start + batch_size]
-        width = max(map(len, chunk))
-        ids = torch.tensor([[eos_id] * (width - len(p)) + p for p in chunk])  # [batch, width]
-        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in chunk])
-        responses += _decode(model, ids, mask, eos_id, max_new_tokens, temperature, generator)
+        responses += _decode(model, chunk, eos_id, max_new_tokens, temperature, generator)
     return responses
 
 
 def _decode(
     model: PreTrainedModel,
-    ids: torch.Tensor,
-    mask: torch.Tensor,
+    prompts: list[list[int]],
     eos_id: int,
     max_new_tokens: int,
     temperature: float | None,
     generator: torch.Generator | None,
 ) -> list[list[int]]:
-    batch = ids.shape[0]
-    done = torch.zeros(batch, dtype=torch.bool)
+    stepper = Lockstep({"model": model}, prompts, vocab=model.config.vocab_size, pad_id=eos_id)
+    done = torch.zeros(len(prompts), dtype=torch.bool)
     new_tokens = []
-    positions = (mask.cumsum(dim=1) - 1).clamp(min=0)  # [batch, width]
-    out = model(
-        input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1
-    )
     for _ in range(max_new_tokens):
-        logits = out.logits[:, -1, :].float()  # [batch, vocab]
+        logits = stepper.logits["model"]  # [batch, vocab], float32
         if temperature is None:
             token = logits.argmax(dim=-1)
         else:
@@ -77,15 +71,6 @@ def _decode(
         done |= token == eos_id
         if bool(done.all()):
             break
-        mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
-        positions = positions[:, -1:] + 1
-        out = model(
-            input_ids=token[:, None],
-            attention_mask=mask,
-            position_ids=positions,
-            cache=out.cache,
-            use_cache=True,
-            logits_to_keep=1,
-        )
+        stepper.advance(token)
     rows = torch.stack(new_tokens, dim=1).tolist()  # [batch, new]
     return [row[: row.index(eos_id) + 1] if eos_id in row else row for row in rows]
