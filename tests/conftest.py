@@ -9,6 +9,8 @@ import torch
 
 from tests.tinymodels import save_pair
 
+LAB = Path(__file__).parents[1] / "fixtures" / "lab"
+
 
 @pytest.fixture(scope="session")
 def tiny_pair(tmp_path_factory) -> tuple[Path, Path]:
@@ -24,3 +26,15 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def lab_tokens_path(tmp_path_factory) -> Path:
+    """The token table of the committed lab's `trajectories.jsonl`, RL vs base, scored once per
+    session (slow tests only: about 5 s on 2 cores)."""
+    from divscope import score
+
+    out = tmp_path_factory.mktemp("lab_tokens") / "tokens.parquet"
+    score(LAB / "trajectories.jsonl", base=str(LAB / "base"), rl=str(LAB / "rl"), out=out,
+          progress=False)  # fmt: skip
+    return out

@@ -114,15 +114,8 @@ def test_digest_of_populated_groups_gives_the_numbers(tokens):
     not (LAB / "trajectories.jsonl").exists() or not (LAB / "rl").is_dir(),
     reason="the lab models are not built yet (fixtures/lab)",
 )
-def test_digest_on_the_lab_finds_its_planning_words_and_prints_no_nan(tmp_path):
-    tokens = tmp_path / "lab.parquet"
-    divscope.score(
-        LAB / "trajectories.jsonl",
-        base=str(LAB / "base"),
-        rl=str(LAB / "rl"),
-        out=tokens,
-        progress=False,
-    )
+def test_digest_on_the_lab_finds_its_planning_words_and_prints_no_nan(lab_tokens_path, tmp_path):
+    tokens = lab_tokens_path
     text = digest(divscope.analyze(tokens, tmp_path / "s.json", n_boot=20), source=tokens)
     # The lab's solutions open with "Let"/"First" and reflect with "Wait"/"Hmm".
     assert re.search(r"Planning words: [\d.]+% of the top 1% vs [\d.]+% of all tokens \(x", text)

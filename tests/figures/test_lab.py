@@ -11,7 +11,6 @@ from divscope.figures.gallery import FIGURES, PlotInputs, write_figures
 LAB = Path(__file__).parents[2] / "fixtures" / "lab"
 TRAJECTORIES = LAB / "trajectories.jsonl"
 
-# Scoring the 512 lab trajectories takes about half a minute on CPU.
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
@@ -21,17 +20,10 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def lab_tokens(tmp_path_factory):
-    from divscope import score
+def test_every_token_figure_renders_on_the_lab_table(lab_tokens_path, tmp_path):
     from divscope.io import read_token_table
 
-    out = tmp_path_factory.mktemp("lab") / "tokens.parquet"
-    score(TRAJECTORIES, base=str(LAB / "base"), rl=str(LAB / "rl"), out=out, progress=False)
-    return read_token_table(out)
-
-
-def test_every_token_figure_renders_on_the_lab_table(lab_tokens, tmp_path):
+    lab_tokens = read_token_table(lab_tokens_path)
     token_figures = [name for name, spec in FIGURES.items() if spec.needs == "tokens"]
     inputs = PlotInputs(lab_tokens, n_boot=50)
     report = write_figures(inputs, tmp_path / "lab", names=token_figures, formats=["png"])

@@ -121,21 +121,13 @@ def test_base_is_uncertain_at_the_plan_and_rl_decides_it():
     assert rl > 0.9
 
 
-@pytest.fixture(scope="module")
-def lab_tokens(tmp_path_factory):
-    from divscope import score
-    from divscope.io import read_token_table
-
-    out = tmp_path_factory.mktemp("lab") / "tokens.parquet"
-    score(LAB / "trajectories.jsonl", base=str(LAB / "base"), rl=str(LAB / "rl"), out=out,
-          progress=False)  # fmt: skip
-    return read_token_table(out)
-
-
 @pytest.mark.slow
-def test_divergence_is_sparse_and_its_decisions_are_spread(lab_tokens):
+def test_divergence_is_sparse_and_its_decisions_are_spread(lab_tokens_path):
     import polars as pl
 
+    from divscope.io import read_token_table
+
+    lab_tokens = read_token_table(lab_tokens_path)
     rl_own = lab_tokens.filter(pl.col("sample_id") >= 4)  # rl's samples follow base's 0-3
     assert rl_own.select((pl.col("js") < 1e-3).mean()).item() >= 0.8
     high = lab_tokens.filter(pl.col("js") > 0.1)
