@@ -7,20 +7,40 @@ message and exit status 2, never a traceback.
 
 from __future__ import annotations
 
+import warnings
+
 import typer
 from typer.core import TyperGroup
 
 from divscope import __version__
-from divscope.errors import DivscopeError
+from divscope.errors import DivscopeError, DivscopeWarning
 
 
 class _Group(TyperGroup):
     def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except DivscopeError as error:
-            typer.echo(f"Error: {error}", err=True)
-            raise typer.Exit(2) from error
+        with warnings.catch_warnings():
+            warnings.simplefilter("default", DivscopeWarning)
+            show = warnings.showwarning
+            warnings.showwarning = _show_warning(show)
+            try:
+                return super().invoke(ctx)
+            except DivscopeError as error:
+                typer.echo(f"Error: {error}", err=True)
+                raise typer.Exit(2) from error
+            finally:
+                warnings.showwarning = show
+
+
+def _show_warning(fallback):
+    """divscope's own warnings as one `Warning: ...` line each (no file and line number)."""
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, DivscopeWarning):
+            typer.echo(f"Warning: {message}", err=True)
+        else:
+            fallback(message, category, filename, lineno, file, line)
+
+    return show
 
 
 app = typer.Typer(
