@@ -15,7 +15,8 @@ WINDOW = 1024
 
 # Models.
 DTYPE = "auto"
-"""Weights dtype: float32 on CPU, the checkpoint's half precision on a GPU."""
+"""Weights dtype of every model of a run: float32 on CPU, the first model's checkpoint half
+precision on a GPU."""
 DEVICE = "auto"
 """CUDA when present, else CPU."""
 
@@ -30,10 +31,9 @@ SAMPLES = 32
 """Responses per prompt of `generate` and `cross-sample`."""
 BATCH_SIZE = 32
 """Sequences decoded together."""
-DECODE_MAX_NEW_TOKENS = 512
-"""Length cap of a `cross-sample` or `calibrate` response."""
-GENERATE_MAX_NEW_TOKENS = 8000
-"""Length cap of a `generate` response."""
+MAX_NEW_TOKENS = 8000
+"""Length cap of a response (`generate`, `cross-sample`, `calibrate`) when --max-new-tokens is
+not given, as in the papers; capped, prompt by prompt, by the models' context."""
 ENGINE = "hf"
 """The `generate` engine."""
 BUDGETS: tuple[int, ...] = (0, 1, 2, 4, 8, 16, 32, 64, -1)

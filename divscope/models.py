@@ -7,7 +7,7 @@ test), but the hub path is the one users run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from divscope.errors import DivscopeError
@@ -46,27 +46,60 @@ def resolve_dtype(dtype: str, device: str, checkpoint_dtype: Any = None):
 
     `auto` means float32 on the CPU (half precision matmuls are slow there and the statistics
     are computed in float32 anyway) and the checkpoint's own dtype on a GPU (bfloat16 when the
-    checkpoint says float32 or nothing).
+    checkpoint says float32 or nothing, float16 where the GPU has no bfloat16).
+
+    >>> resolve_dtype("auto", "cpu", "bfloat16")
+    torch.float32
+
+    Raises:
+        DivscopeError: an unknown dtype, or bfloat16 asked of a GPU without it.
     """
     import torch
 
     if dtype not in DTYPES:
         raise DivscopeError(f"--dtype {dtype!r}: use one of {', '.join(DTYPES)}.")
+    on_gpu = device.startswith("cuda")
+    # Without CUDA there is no GPU to ask; loading on it fails with its own clear error.
+    bf16_ok = not (on_gpu and torch.cuda.is_available()) or torch.cuda.is_bf16_supported()
+    if dtype == "bfloat16" and not bf16_ok:
+        raise DivscopeError(
+            f"--dtype bfloat16: the GPU ({torch.cuda.get_device_name(device)}) does not support "
+            "bfloat16; use --dtype float16 or float32."
+        )
     if dtype != "auto":
         return getattr(torch, dtype)
-    if not device.startswith("cuda"):
+    if not on_gpu:
         return torch.float32
     if isinstance(checkpoint_dtype, str):
         checkpoint_dtype = getattr(torch, checkpoint_dtype, None)
-    if checkpoint_dtype in (torch.bfloat16, torch.float16):
-        return checkpoint_dtype
+    if checkpoint_dtype == torch.float16 or not bf16_ok:
+        return torch.float16
     return torch.bfloat16
+
+
+def run_dtype(dtype: str, device: str, device_map: str | None, first: str, revision=None):
+    """The one dtype every model of a run is loaded in: `dtype`, or for `auto` the first
+    model's checkpoint dtype on a GPU (see `resolve_dtype`) and float32 on the CPU.
+
+    Args:
+        dtype: `auto`, `float32`, `bfloat16` or `float16`.
+        device: `auto`, `cpu`, `cuda` or `cuda:N`.
+        device_map: a `from_pretrained` device map (then the models are on GPUs).
+        first: the first model (local directory or hub id); only its config is read.
+        revision: its hub revision.
+
+    Raises:
+        DivscopeError: see `resolve_dtype`; a config that cannot be loaded.
+    """
+    placement = resolve_device(device) if device_map is None else "cuda"
+    checkpoint = _config_dtype(_load_config(first, revision)) if dtype == "auto" else None
+    return resolve_dtype(dtype, placement, checkpoint)
 
 
 def load_model(
     name_or_path: str,
     *,
-    dtype: str = "auto",
+    dtype: Any = "auto",
     device: str = "auto",
     device_map: str | None = None,
     revision: str | None = None,
@@ -75,7 +108,8 @@ def load_model(
 
     Args:
         name_or_path: a local directory with `config.json` or a hub id.
-        dtype: `auto`, `float32`, `bfloat16` or `float16` (see `resolve_dtype`).
+        dtype: `auto`, `float32`, `bfloat16` or `float16` (see `resolve_dtype`), or a torch
+            dtype (a run's, from `run_dtype`).
         device: `auto`, `cpu`, `cuda` or `cuda:N`; ignored when `device_map` is given.
         device_map: passed to `from_pretrained` (e.g. `auto`) for models larger than one GPU.
         revision: a hub branch, tag or commit.
@@ -83,7 +117,7 @@ def load_model(
     Raises:
         DivscopeError: the model cannot be found or loaded.
     """
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM
     from transformers.utils import logging
 
     from divscope.progress import is_terminal
@@ -91,15 +125,11 @@ def load_model(
     if not is_terminal():  # its "Loading weights" bar would redraw line after line into the log
         logging.disable_progress_bar()
     device = resolve_device(device) if device_map is None else device
-    try:
-        config = AutoConfig.from_pretrained(name_or_path, revision=revision)
-    except (OSError, ValueError) as error:
-        raise DivscopeError(
-            f"model {name_or_path!r}: could not load its config ({error}). Give a local directory "
-            "holding config.json or a hub id (hub ids need network access or a local HF cache)."
-        ) from error
+    config = _load_config(name_or_path, revision)
     placement = device if device_map is None else "cuda"
-    torch_dtype = resolve_dtype(dtype, placement, _config_dtype(config))
+    torch_dtype = (
+        resolve_dtype(dtype, placement, _config_dtype(config)) if isinstance(dtype, str) else dtype
+    )
     try:
         model = AutoModelForCausalLM.from_pretrained(
             name_or_path, revision=revision, dtype=torch_dtype, device_map=device_map
@@ -109,6 +139,36 @@ def load_model(
     if device_map is None:
         model = model.to(device)
     return model.eval()
+
+
+def load_models(
+    paths: Mapping[str, str], *, dtype: str, device: str, device_map: str | None
+) -> dict[str, Any]:
+    """Load every model of a run in one dtype (`run_dtype`, read from the first model).
+
+    Args:
+        paths: model name -> local directory or hub id, the first one deciding `auto`.
+        dtype: `auto`, `float32`, `bfloat16` or `float16`.
+        device: `auto`, `cpu`, `cuda` or `cuda:N`.
+        device_map: passed to `from_pretrained`.
+    """
+    torch_dtype = run_dtype(dtype, device, device_map, next(iter(paths.values())))
+    return {
+        name: load_model(path, dtype=torch_dtype, device=device, device_map=device_map)
+        for name, path in paths.items()
+    }
+
+
+def _load_config(name_or_path: str, revision: str | None = None):
+    from transformers import AutoConfig
+
+    try:
+        return AutoConfig.from_pretrained(name_or_path, revision=revision)
+    except (OSError, ValueError) as error:
+        raise DivscopeError(
+            f"model {name_or_path!r}: could not load its config ({error}). Give a local directory "
+            "holding config.json or a hub id (hub ids need network access or a local HF cache)."
+        ) from error
 
 
 def _config_dtype(config) -> Any:
@@ -167,15 +227,77 @@ def _tokens_by_id(tokenizer) -> list[str | None]:
     return tokens
 
 
-def eos_ids(tokenizer, model) -> list[int]:
-    """The tokenizer's EOS id first, then any other EOS ids of the model's generation config."""
-    ids = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
-    config = getattr(model, "generation_config", None)
-    extra = getattr(config, "eos_token_id", None)
-    for token_id in extra if isinstance(extra, list) else [extra]:
-        if token_id is not None and token_id not in ids and token_id < len(tokenizer):
-            ids.append(token_id)
-    return ids
+def stop_ids(
+    tokenizers: Mapping[str, Any],
+    models: Mapping[str, Any],
+    extra: Sequence[str] = (),
+    *,
+    vocab: int,
+) -> list[int]:
+    """Every id that ends a response: the union, over the models, of the tokenizer's EOS id and
+    the generation config's EOS ids, then `extra`.
+
+    An RL twin often stops at a token its base does not (`<|im_end|>` vs `<|endoftext|>`):
+    under the union every policy stops where either model would. When the models' own sets
+    differ, one warning says so.
+
+    Args:
+        tokenizers: each model's tokenizer by name.
+        models: the loaded models by the same names (their `generation_config`).
+        extra: `--stop` values: token ids, or strings that are one token of the first
+            tokenizer (`<|im_end|>`).
+        vocab: the shared vocabulary size; ids at or beyond it are ignored.
+
+    Raises:
+        DivscopeError: a `--stop` value that is not one token, or no stop token at all.
+    """
+    from divscope.errors import warn
+
+    own: dict[str, list[int]] = {}
+    for name, model in models.items():
+        tokenizer = tokenizers[name]
+        ids = [tokenizer.eos_token_id]
+        config_ids = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+        ids += config_ids if isinstance(config_ids, list) else [config_ids]
+        own[name] = list(dict.fromkeys(i for i in ids if i is not None and 0 <= i < vocab))
+    union = list(dict.fromkeys(i for ids in own.values() for i in ids))
+    first = next(iter(tokenizers.values()))
+    if len({tuple(sorted(ids)) for ids in own.values()}) > 1:
+        listed = "; ".join(
+            f"{name}: {', '.join(_id_text(first, i) for i in ids) or 'none'}"
+            for name, ids in own.items()
+        )
+        warn(
+            f"the models stop at different tokens ({listed}); every response stops at any of "
+            f"them: {', '.join(_id_text(first, i) for i in union)}."
+        )
+    union += [i for i in (_stop_id(value, first, vocab) for value in extra) if i not in union]
+    if not union:
+        raise DivscopeError(
+            "no stop token: no tokenizer or generation config defines an EOS id; pass --stop "
+            "(e.g. --stop '<|im_end|>')."
+        )
+    return union
+
+
+def _stop_id(value: str | int, tokenizer, vocab: int) -> int:
+    """The id of one `--stop` value: an id, or a string that is one token."""
+    text = str(value)
+    if text.isdigit():
+        if int(text) >= vocab:
+            raise DivscopeError(f"--stop {text}: the vocabulary has ids 0..{vocab - 1}.")
+        return int(text)
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    if len(ids) != 1:
+        raise DivscopeError(
+            f"--stop {text!r} is {len(ids)} tokens ({ids}); give a single token such as "
+            "'<|im_end|>', or a token id."
+        )
+    return ids[0]
+
+
+def _id_text(tokenizer, token_id: int) -> str:
+    return f"{token_id} {tokenizer.convert_ids_to_tokens(token_id)!r}"
 
 
 def context_length(model) -> int | None:
@@ -183,31 +305,123 @@ def context_length(model) -> int | None:
     return getattr(model.config, "max_position_embeddings", None)
 
 
-def check_context(
+def new_token_limits(
     prompts: Sequence[tuple[str, Sequence[int]]],
-    max_new_tokens: int,
-    limit: int | None,
-    *,
-    model: str = "the model",
-) -> None:
-    """Raise unless the longest prompt plus `max_new_tokens` fits a context of `limit` tokens.
+    max_new_tokens: int | None,
+    contexts: Mapping[str, int | None],
+) -> list[int]:
+    """The length cap of each prompt's responses.
 
-    `model` names the model in the message (e.g. `the base model`); `limit` None: no limit.
+    Args:
+        prompts: `(prompt_id, token ids)` of each prompt.
+        max_new_tokens: the cap asked for, or None for `MAX_NEW_TOKENS` (8,000) capped, prompt
+            by prompt, by the smallest context.
+        contexts: each model's context (None: no limit), by a name used in messages (`base`).
 
-    >>> check_context([("a", [1, 2, 3])], 8, limit=10)  # doctest: +ELLIPSIS
+    Raises:
+        DivscopeError: a prompt plus an asked-for `max_new_tokens` exceeds a context, or a
+            prompt leaves no room for a response.
+
+    >>> new_token_limits([("a", [1, 2, 3]), ("b", [1])], None, {"base": 10, "rl": 12})
+    [7, 9]
+    >>> new_token_limits([("a", [1, 2, 3])], 8, {"base": 10})  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    divscope.errors.DivscopeError: prompt_id='a' has 3 tokens; ... Lower --max-new-tokens to 7.
+    divscope.errors.DivscopeError: prompt_id='a' has 3 tokens; ... Lower --max-new-tokens to 7...
     """
-    if limit is None or not prompts:
-        return
-    prompt_id, ids = max(prompts, key=lambda prompt: len(prompt[1]))
-    if len(ids) + max_new_tokens > limit:
+    from divscope.defaults import MAX_NEW_TOKENS
+
+    known = {name: limit for name, limit in contexts.items() if limit is not None}
+    if not known:
+        return [max_new_tokens or MAX_NEW_TOKENS] * len(prompts)
+    name, limit = min(known.items(), key=lambda item: item[1])
+    longest_id, longest = max(prompts, key=lambda p: len(p[1]), default=("", ()))
+    if max_new_tokens is not None and len(longest) + max_new_tokens > limit:
         raise DivscopeError(
-            f"prompt_id={prompt_id!r} has {len(ids)} tokens; with --max-new-tokens "
-            f"{max_new_tokens} it exceeds {model}'s context of {limit}. Lower "
-            f"--max-new-tokens to {max(limit - len(ids), 0)}."
+            f"prompt_id={longest_id!r} has {len(longest)} tokens; with --max-new-tokens "
+            f"{max_new_tokens} it exceeds the {name} model's context of {limit}. Lower "
+            f"--max-new-tokens to {max(limit - len(longest), 0)}, or leave it out (then "
+            "each response is capped by the context)."
         )
+    if len(longest) >= limit:
+        raise DivscopeError(
+            f"prompt_id={longest_id!r} has {len(longest)} tokens: it fills the {name} model's "
+            f"context of {limit} and leaves no room for a response; shorten it."
+        )
+    cap = max_new_tokens or MAX_NEW_TOKENS
+    return [min(cap, limit - len(ids)) for _, ids in prompts]
+
+
+def length_note(
+    prompts: Sequence[tuple[str, Sequence[int]]],
+    max_new_tokens: int | None,
+    contexts: Mapping[str, int | None],
+) -> str | None:
+    """The line that says how the default length cap was capped by a context (None: it was
+    not): what the commands print once.
+
+    >>> print(length_note([("a", [1, 2, 3])], None, {"base": 320}))
+    responses are capped at 317 new tokens (not 8,000): the base model's context is 320 tokens
+    and the longest prompt has 3
+    """
+    from divscope.defaults import MAX_NEW_TOKENS
+
+    if max_new_tokens is not None or not prompts:
+        return None
+    limits = new_token_limits(prompts, None, contexts)
+    if min(limits) >= MAX_NEW_TOKENS:
+        return None
+    name, limit = min(
+        ((n, c) for n, c in contexts.items() if c is not None), key=lambda item: item[1]
+    )
+    return (
+        f"responses are capped at {min(limits):,} new tokens (not {MAX_NEW_TOKENS:,}): the "
+        f"{name} model's context is {limit:,} tokens and the longest prompt has "
+        f"{max(len(ids) for _, ids in prompts):,}"
+    )
+
+
+class OutputHead:
+    """A causal LM's output head on the tokenizer's rows, with the final logit transform its
+    class applies after the head (softcapping, scaling), returning float32 logits (float64
+    for a float64 model).
+
+    Args:
+        model: the loaded causal LM.
+        vocab: the tokenizer's size; padded head rows beyond it are dropped.
+        dtype: `float32`: multiply in float32, from a float32 copy of the head (fewer exact
+            ties among bf16 logits; costs 4 bytes per vocabulary entry and hidden unit, e.g.
+            2.2 GB for a 152k x 3,584 head). None: in the weights' dtype.
+    """
+
+    def __init__(self, model, vocab: int, dtype: str | None = None) -> None:
+        head = model.get_output_embeddings()
+        self.weight = head.weight[:vocab]  # [V, d]; a view, padded rows dropped
+        bias = getattr(head, "bias", None)
+        self.bias = None if bias is None else bias[:vocab]
+        if dtype == "float32":
+            self.weight = self.weight.float()
+            self.bias = None if self.bias is None else self.bias.float()
+        self.device = self.weight.device
+        config = model.config.get_text_config()
+        self.softcap = getattr(config, "final_logit_softcapping", None)
+        scale = getattr(config, "logit_scale", None)  # Cohere multiplies
+        divisor = getattr(config, "logits_scaling", None)  # Granite divides
+        self.scale = (scale or 1.0) / (divisor or 1.0)
+
+    def __call__(self, hidden):
+        """float32 logits `[..., V]` of final hidden states `[..., d]`."""
+        import torch
+
+        hidden = hidden.to(device=self.device, dtype=self.weight.dtype)
+        logits = torch.nn.functional.linear(hidden, self.weight, self.bias)  # [..., V]
+        if logits.dtype != torch.float64:
+            logits = logits.float()
+        if self.scale != 1.0:
+            logits = logits * self.scale
+        if self.softcap is not None:
+            logits = torch.tanh(logits / self.softcap) * self.softcap
+        return logits
 
 
 def describe_model(model, name_or_path: str, revision: str | None = None) -> dict[str, Any]:

@@ -117,3 +117,16 @@ class Progress:
             file=self._stream,
             flush=True,
         )
+
+
+def note(message: str | None, *, enabled: bool = True, stream: TextIO | None = None) -> None:
+    """Print `message` (when there is one) as one `note: ...` line on stderr.
+
+    >>> import io
+    >>> log = io.StringIO()
+    >>> note("responses are capped at 250 new tokens", stream=log)
+    >>> log.getvalue()
+    'note: responses are capped at 250 new tokens\\n'
+    """
+    if message and enabled:
+        print(f"note: {message}", file=sys.stderr if stream is None else stream, flush=True)

@@ -33,12 +33,16 @@ def calibrate(
     n: options.Samples = defaults.CALIBRATION_SAMPLES,
     temperature: options.Temperature = defaults.TEMPERATURE,
     top_p: options.TopP = defaults.TOP_P,
-    max_new_tokens: options.MaxNewTokens = defaults.DECODE_MAX_NEW_TOKENS,
+    max_new_tokens: options.MaxNewTokens = None,
     seed: options.Seed = defaults.SEED,
     batch_size: options.BatchSize = defaults.BATCH_SIZE,
     dtype: options.DType = defaults.DTYPE,
     device: options.Device = defaults.DEVICE,
     device_map: options.DeviceMap = None,
+    head_dtype: options.HeadDType = None,
+    stop: options.Stop = None,
+    chat_template: options.ChatTemplate = False,
+    allow_tokenizer_mismatch: options.AllowTokenizerMismatch = False,
     overwrite: options.Overwrite = False,
 ) -> None:
     """Calibrate the `gated` (CE) and `entropy` (base entropy) gates for takeover rate --rate.
@@ -56,6 +60,7 @@ def calibrate(
         max_new_tokens=max_new_tokens,
         seed=seed,
         batch_size=batch_size,
+        head_dtype=head_dtype,
     )
     calibration = run(
         source,
@@ -69,6 +74,9 @@ def calibrate(
         dtype=dtype,
         device=device,
         device_map=device_map,
+        stop=stop or (),
+        chat_template=chat_template,
+        allow_tokenizer_mismatch=allow_tokenizer_mismatch,
         overwrite=overwrite,
     )
     typer.echo(f"calibrated on {calibration.n_tokens:,} tokens, rate {rate:g}, window {window}")

@@ -45,7 +45,7 @@ def cross_sample(
     n: options.Samples = defaults.SAMPLES,
     temperature: options.Temperature = defaults.TEMPERATURE,
     top_p: options.TopP = defaults.TOP_P,
-    max_new_tokens: options.MaxNewTokens = defaults.DECODE_MAX_NEW_TOKENS,
+    max_new_tokens: options.MaxNewTokens = None,
     grader: options.Grader = None,
     grade_timeout: options.GradeTimeout = defaults.GRADE_TIMEOUT,
     seed: options.Seed = defaults.SEED,
@@ -96,6 +96,10 @@ def cross_sample(
     dtype: options.DType = defaults.DTYPE,
     device: options.Device = defaults.DEVICE,
     device_map: options.DeviceMap = None,
+    head_dtype: options.HeadDType = None,
+    stop: options.Stop = None,
+    chat_template: options.ChatTemplate = False,
+    allow_tokenizer_mismatch: options.AllowTokenizerMismatch = False,
     overwrite: options.Overwrite = False,
 ) -> None:
     """Decode --n responses per prompt of PROMPTS with --base and --rl in lockstep.
@@ -129,6 +133,7 @@ def cross_sample(
         max_new_tokens=max_new_tokens,
         seed=seed,
         batch_size=batch_size,
+        head_dtype=head_dtype,
     )
     results = run(
         prompts,
@@ -146,6 +151,9 @@ def cross_sample(
         dtype=dtype,
         device=device,
         device_map=device_map,
+        stop=stop or (),
+        chat_template=chat_template,
+        allow_tokenizer_mismatch=allow_tokenizer_mismatch,
         overwrite=overwrite,
     )
     if grader is None:

@@ -31,7 +31,8 @@ def generate(
     n: options.Samples = defaults.SAMPLES,
     temperature: options.Temperature = defaults.TEMPERATURE,
     top_p: options.TopP = defaults.TOP_P,
-    max_new_tokens: options.MaxNewTokens = defaults.GENERATE_MAX_NEW_TOKENS,
+    max_new_tokens: options.MaxNewTokens = None,
+    stop: options.Stop = None,
     seed: options.Seed = defaults.SEED,
     engine: Annotated[
         str,
@@ -69,7 +70,12 @@ def generate(
     from divscope.generation.generate import generate as run
 
     sampling = Sampling(
-        n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed
+        n=n,
+        temperature=temperature,
+        top_p=top_p,
+        max_new_tokens=max_new_tokens,
+        seed=seed,
+        stop=tuple(stop or ()),
     )
     config = GenerateConfig(
         sampling=sampling, engine=engine, chat_template=chat_template, batch_size=batch_size

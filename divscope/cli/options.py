@@ -62,9 +62,44 @@ Seed = Annotated[
 ]
 Samples = Annotated[int, typer.Option("--n", min=1, help="Responses sampled per prompt.")]
 MaxNewTokens = Annotated[
-    int,
+    int | None,
     typer.Option(
-        "--max-new-tokens", min=1, help="Longest response in tokens; longer ones are cut there."
+        "--max-new-tokens",
+        min=1,
+        help="Longest response in tokens; longer ones are cut there. Default: 8000, capped "
+        "prompt by prompt by the models' context (the cap is printed).",
+    ),
+]
+Stop = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--stop",
+        help="Another token that ends a response, besides every model's EOS tokens (tokenizer "
+        "and generation config): a token id or a string that is one token, e.g. "
+        "'<|im_end|>' (repeat for several).",
+    ),
+]
+ChatTemplate = Annotated[
+    bool,
+    typer.Option(
+        "--chat-template", help="Wrap each raw question in the base tokenizer's chat template."
+    ),
+]
+AllowTokenizerMismatch = Annotated[
+    bool,
+    typer.Option(
+        "--allow-tokenizer-mismatch",
+        help="Compare models whose ordinary vocabularies differ (experts only): at the ids "
+        "whose tokens differ the divergences compare different strings.",
+    ),
+]
+HeadDType = Annotated[
+    str | None,
+    typer.Option(
+        "--head-dtype",
+        help="float32: compute the output head in float32 from a float32 copy of its weights "
+        "(fewer exact ties among bf16 logits; costs 4 bytes x vocabulary x hidden size per "
+        "model, e.g. 2.2 GB for a 7B Qwen). Default: the weights' dtype.",
     ),
 ]
 OptionalRLModel = Annotated[
@@ -119,7 +154,13 @@ def compared_tables(compare: list[Path] | None, label: list[str] | None) -> dict
 
 
 def decode_config(
-    *, top_p: float, temperature: float, max_new_tokens: int, seed: int, batch_size: int
+    *,
+    top_p: float,
+    temperature: float,
+    max_new_tokens: int | None,
+    seed: int,
+    batch_size: int,
+    head_dtype: str | None,
 ):
     """The `DecodeConfig` of the decoding commands' shared options (cross-sample, calibrate)."""
     from divscope.decoding import DecodeConfig
@@ -130,4 +171,5 @@ def decode_config(
         max_new_tokens=max_new_tokens,
         seed=seed,
         batch_size=batch_size,
+        head_dtype=head_dtype,
     )

@@ -8,6 +8,7 @@ memory; the calibration itself is `calibration.calibrate_table`.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 import polars as pl
 
@@ -36,6 +37,9 @@ def calibrate(
     dtype: str = DTYPE,
     device: str = DEVICE,
     device_map: str | None = None,
+    stop: Sequence[str] = (),
+    chat_template: bool = False,
+    allow_tokenizer_mismatch: bool = False,
     overwrite: bool = False,
     progress: bool = True,
 ) -> Calibration:
@@ -55,6 +59,9 @@ def calibrate(
         dtype: weights dtype.
         device: `auto`, `cpu`, `cuda` or `cuda:N`.
         device_map: passed to `from_pretrained`.
+        stop: extra stop tokens of the base samples (ids or single-token strings).
+        chat_template: wrap each raw calibration question in the base tokenizer's template.
+        allow_tokenizer_mismatch: compare models whose ordinary vocabularies differ.
         overwrite: replace an existing output.
         progress: show progress bars on stderr.
 
@@ -84,8 +91,9 @@ def calibrate(
     else:
         assert rl is not None
         table = _score_base_samples(
-            source, base, rl, n, config, dtype, device, device_map, progress
-        )
+            source, base, rl, n, config, dtype, device, device_map, progress, stop,
+            chat_template, allow_tokenizer_mismatch,
+        )  # fmt: skip
         description = f"{source}: {n} base samples per prompt (base={base}, rl={rl})"
     calibration = calibrate_table(table, rate, window, description)
     calibration.to_json(out)
@@ -93,27 +101,33 @@ def calibrate(
 
 
 def _score_base_samples(
-    prompts, base, rl, n, config, dtype, device, device_map, progress
-) -> pl.DataFrame:
+    prompts, base, rl, n, config, dtype, device, device_map, progress, stop, chat_template,
+    allow_tokenizer_mismatch,
+) -> pl.DataFrame:  # fmt: skip
     """The token table of `n` base-policy responses per prompt, scored against the RL model."""
-    from divscope.decoding.cross_sample import load
+    from divscope.decoding.cross_sample import load, note_length_cap
     from divscope.decoding.lockstep import decode
     from divscope.decoding.policies import Base
     from divscope.io import read_prompts
     from divscope.scoring.engine import ScoreConfig, score_table
 
     frame = read_prompts(prompts)
-    tokenizer, prompt_ids, models, eos = load(
-        frame, str(prompts), {"base": base, "rl": rl}, dtype, device, device_map
-    )
+    loaded = load(
+        frame, str(prompts), {"base": base, "rl": rl}, dtype=dtype, device=device,
+        device_map=device_map, stop=stop, chat_template=chat_template,
+        allow_tokenizer_mismatch=allow_tokenizer_mismatch,
+    )  # fmt: skip
+    keys = frame["prompt_id"].to_list()
+    note_length_cap(keys, loaded.prompt_ids, config.max_new_tokens, loaded.models,
+                    enabled=progress)  # fmt: skip
     requests = [
         Request(prompt_id, sample, tuple(ids))
-        for prompt_id, ids in zip(frame["prompt_id"].to_list(), prompt_ids, strict=True)
+        for prompt_id, ids in zip(keys, loaded.prompt_ids, strict=True)
         for sample in range(n)
     ]
     decoded = decode(
-        models, requests, Base(), config, vocab=len(tokenizer), eos_ids=eos,
-        pad_id=tokenizer.pad_token_id or 0, progress=progress,
+        loaded.models, requests, Base(), config, vocab=loaded.vocab, eos_ids=loaded.stop,
+        pad_id=loaded.pad_id, suppressed=loaded.suppressed, progress=progress,
     )  # fmt: skip
     trajectories = pl.DataFrame(
         {
@@ -125,9 +139,9 @@ def _score_base_samples(
     )
     return score_table(
         trajectories,
-        models["base"],
-        models["rl"],
-        tokenizer,
-        ScoreConfig(stats=config.sampling),
+        loaded.models["base"],
+        loaded.models["rl"],
+        loaded.tokenizer,
+        ScoreConfig(stats=config.sampling, head_dtype=config.head_dtype),
         progress=progress,
     )

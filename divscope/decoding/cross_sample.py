@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from divscope.decoding.policies import Policy
 from divscope.defaults import BUDGETS, DEVICE, DTYPE, GRADE_TIMEOUT, SAMPLES
 from divscope.errors import DivscopeError
 from divscope.schema import CROSS_SAMPLE_PARAMS, SETTING_COLUMNS
+from divscope.vocab import Compatibility
 
 MODEL_FLAGS: dict[str, str] = {
     "base": "--base",
@@ -46,6 +48,9 @@ def cross_sample(
     dtype: str = DTYPE,
     device: str = DEVICE,
     device_map: str | None = None,
+    stop: Sequence[str] = (),
+    chat_template: bool = False,
+    allow_tokenizer_mismatch: bool = False,
     overwrite: bool = False,
     progress: bool = True,
 ) -> pl.DataFrame:
@@ -69,16 +74,19 @@ def cross_sample(
         dtype: weights dtype, `auto`, `float32`, `bfloat16` or `float16`.
         device: `auto`, `cpu`, `cuda` or `cuda:N`.
         device_map: passed to `from_pretrained` for models larger than one GPU.
+        stop: extra stop tokens (ids or single-token strings) besides every model's EOS ids.
+        chat_template: wrap each raw question in the base tokenizer's chat template.
+        allow_tokenizer_mismatch: compare models whose ordinary vocabularies differ.
         overwrite: replace an existing output.
-        progress: show progress bars on stderr.
+        progress: show progress bars (and the length cap note) on stderr.
 
     Returns:
         The results as written (docs/contracts.md, "Cross-sample results", plus
         `CROSS_SAMPLE_PARAMS`).
 
     Raises:
-        DivscopeError: bad prompts, budgets or grader, a missing model, models that do not
-            share a tokenizer, or an existing output without `overwrite`.
+        DivscopeError: bad prompts, budgets or grader, a missing model, models whose ordinary
+            vocabularies differ, or an existing output without `overwrite`.
 
     Example:
         >>> import divscope
@@ -115,11 +123,20 @@ def cross_sample(
         if paths[name] is None:
             users = ", ".join(p.name for p in policies if name in p.models)
             raise DivscopeError(f"policy {users} needs {MODEL_FLAGS[name]}.")
-    tokenizer, prompt_ids, models, eos = load(
-        frame, str(prompts), {name: paths[name] for name in needed}, dtype, device, device_map
+    loaded = load(
+        frame,
+        str(prompts),
+        {name: paths[name] for name in needed},
+        dtype=dtype,
+        device=device,
+        device_map=device_map,
+        stop=stop,
+        chat_template=chat_template,
+        allow_tokenizer_mismatch=allow_tokenizer_mismatch,
     )
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos[0]
+    tokenizer, models = loaded.tokenizer, loaded.models
     keys = frame["prompt_id"].to_list()
+    note_length_cap(keys, loaded.prompt_ids, config.max_new_tokens, models, enabled=progress)
 
     parts = []
     for policy in policies:
@@ -128,7 +145,7 @@ def cross_sample(
         for budget in budgets if policy.budgeted else (-1,):
             requests = [
                 Request(prompt_id, sample, tuple(ids), budget)
-                for prompt_id, ids in zip(keys, prompt_ids, strict=True)
+                for prompt_id, ids in zip(keys, loaded.prompt_ids, strict=True)
                 for sample in range(n)
             ]
             decoded = decode(
@@ -136,9 +153,10 @@ def cross_sample(
                 requests,
                 policy,
                 config,
-                vocab=len(tokenizer),
-                eos_ids=eos,
-                pad_id=pad_id,
+                vocab=loaded.vocab,
+                eos_ids=loaded.stop,
+                pad_id=loaded.pad_id,
+                suppressed=loaded.suppressed,
                 progress=progress,
             )
             texts = tokenizer.batch_decode(
@@ -159,9 +177,12 @@ def cross_sample(
         "temperature": config.sampling.temperature,
         "top_p": config.sampling.top_p,
         "max_new_tokens": config.max_new_tokens,
+        "head_dtype": config.head_dtype,
+        "chat_template": chat_template,
         "seed": config.seed,
         "grader": grader,
         "dtype": dtype,
+        **loaded.metadata(),
         "device": device if device_map is None else f"device_map={device_map}",
         "divscope_version": __version__,
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -170,50 +191,110 @@ def cross_sample(
     return results
 
 
+@dataclass(frozen=True)
+class Loaded:
+    """The models of a decoding run, their shared vocabulary and the prompts' token ids."""
+
+    tokenizer: Any
+    """The first model's tokenizer: it tokenizes the prompts and decodes the responses."""
+    prompt_ids: list[list[int]]
+    """Each prompt's token ids (chat-templated with `chat_template`)."""
+    models: dict[str, Any]
+    """The loaded models by name, in one dtype."""
+    stop: list[int]
+    """Every id that ends a response (`models.stop_ids`)."""
+    compatibility: Compatibility | None
+    """What the tokenizers share (None: one model): the `suppressed` ids are never emitted."""
+
+    @property
+    def vocab(self) -> int:
+        """The shared vocabulary size."""
+        return self.compatibility.vocab if self.compatibility else len(self.tokenizer)
+
+    @property
+    def suppressed(self) -> tuple[int, ...]:
+        """Ids never emitted: added/special tokens that the tokenizers do not share."""
+        return self.compatibility.suppressed if self.compatibility else ()
+
+    @property
+    def pad_id(self) -> int:
+        """The id of left padding (masked): the tokenizer's pad token, else the first stop."""
+        pad = self.tokenizer.pad_token_id
+        return pad if pad is not None and pad < self.vocab else self.stop[0]
+
+    def metadata(self) -> dict[str, Any]:
+        """The stop tokens, the tokenizers' agreement and the dtype, for the output."""
+        return {
+            "stop": [
+                {"id": i, "token": self.tokenizer.convert_ids_to_tokens(i)} for i in self.stop
+            ],
+            "tokenizers": self.compatibility.metadata() if self.compatibility else None,
+            "dtype_resolved": str(next(iter(self.models.values())).dtype).removeprefix("torch."),
+        }
+
+
 def load(
     frame: pl.DataFrame,
     source: str,
     paths: dict[str, str],
+    *,
     dtype: str,
     device: str,
     device_map: str | None,
-) -> tuple[Any, list[list[int]], dict[str, Any], list[int]]:
-    """The shared tokenizer, the prompts' token ids (checked before any model loads), the
-    models by name and the EOS ids (of the tokenizer and the first model).
+    stop: Sequence[str] = (),
+    chat_template: bool = False,
+    allow_tokenizer_mismatch: bool = False,
+) -> Loaded:
+    """Load what a decoding run needs; the prompts and tokenizers are checked before any
+    model loads.
 
     Args:
         frame: prompts as `io.read_prompts` returns them.
         source: the prompts file, for error messages.
         paths: model name -> local directory or hub id; the first model's tokenizer is used.
-        dtype: weights dtype.
+        dtype: weights dtype of every model (`models.run_dtype`).
         device: `auto`, `cpu`, `cuda` or `cuda:N`.
         device_map: passed to `from_pretrained`.
+        stop: extra stop tokens (`--stop`: ids or single-token strings).
+        chat_template: wrap each raw question in the first tokenizer's chat template.
+        allow_tokenizer_mismatch: compare models whose ordinary vocabularies differ.
 
     Raises:
-        DivscopeError: a prompt that the tokenizer cannot hold, models that do not share a
-            tokenizer, or a model that cannot be loaded.
+        DivscopeError: a prompt that the tokenizer cannot hold, tokenizers whose ordinary
+            vocabularies differ, a model that cannot be loaded, or a bad `--stop`.
     """
+    from divscope.generation.prompts import chat_prompts
     from divscope.io import prompt_token_ids
-    from divscope.models import eos_ids, load_model
+    from divscope.models import load_models, load_tokenizer, stop_ids
+    from divscope.vocab import check_tokenizers
 
-    tokenizer = _shared_tokenizer(paths)
-    prompt_ids = prompt_token_ids(frame, tokenizer, source=source)
-    models = {
-        name: load_model(path, dtype=dtype, device=device, device_map=device_map)
-        for name, path in paths.items()
-    }
-    return tokenizer, prompt_ids, models, eos_ids(tokenizer, next(iter(models.values())))
+    tokenizers = {name: load_tokenizer(path) for name, path in paths.items()}
+    tokenizer = next(iter(tokenizers.values()))
+    compatibility = (
+        check_tokenizers(tokenizers, allow_mismatch=allow_tokenizer_mismatch)
+        if len(tokenizers) > 1
+        else None
+    )
+    if chat_template:
+        prompt_ids = chat_prompts(frame, tokenizer, source=source)[1]
+    else:
+        prompt_ids = prompt_token_ids(frame, tokenizer, source=source)
+    models = load_models(paths, dtype=dtype, device=device, device_map=device_map)
+    vocab = compatibility.vocab if compatibility else len(tokenizer)
+    stop_list = stop_ids(tokenizers, models, stop, vocab=vocab)
+    return Loaded(tokenizer, prompt_ids, models, stop_list, compatibility)
 
 
-def _shared_tokenizer(paths: dict[str, str]):
-    """The first model's tokenizer, after checking that every other model shares it."""
-    from divscope.models import check_same_tokenizer, load_tokenizer
+def note_length_cap(
+    keys: list[str], prompt_ids: list[list[int]], max_new_tokens, models, *, enabled: bool
+) -> None:
+    """Print once, on stderr, how the default length cap was capped by a model's context."""
+    from divscope.models import context_length, length_note
+    from divscope.progress import note
 
-    names = list(paths)
-    tokenizer = load_tokenizer(paths[names[0]])
-    for name in names[1:]:
-        check_same_tokenizer(tokenizer, load_tokenizer(paths[name]), (names[0], name))
-    return tokenizer
+    prompts = list(zip(keys, prompt_ids, strict=True))
+    contexts = {name: context_length(model) for name, model in models.items()}
+    note(length_note(prompts, max_new_tokens, contexts), enabled=enabled)
 
 
 def _results_frame(

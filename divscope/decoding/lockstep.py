@@ -4,13 +4,22 @@ Each batch of requests is left-padded (attention mask, position ids counted from
 first real token) and prefilled once per model; then, per step, every model turns its KV cache
 and the emitted token into the next-token logits, a policy proposes, the decoder emits, and all
 models consume the emitted token, so their caches advance together. The random draw of step t of
-(prompt, sample) is `randomness.uniforms(seed, prompt_id, sample, t)`: results do not depend on
-the batch size or on which requests share a batch.
+(prompt, sample) is `randomness.uniforms(seed, prompt_id, sample, t)`, whatever the batch.
+
+The loop is lean: the step's tokens and flags stay on the device (one host sync per step, in
+the top-p truncation), finished rows are found every `CHECK_EVERY` steps from a copy made the
+step before, and then dropped from the batch and from every model's KV cache, which grows in a
+preallocated buffer (`cache.GrowingLayer`).
+
+What is reproducible: the same requests in the same batches give the same tokens, and since
+every policy of a run decodes identical batches, the invariants between policies (`forward`
+with an infinite eps is `base`, a zero budget is `base`, ...) hold bit for bit. On the CPU the
+tokens also do not depend on the batch size (tested); on a GPU, kernels may change with the
+batch shape, and so, in bf16, may a near-tied draw.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -18,13 +27,17 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from divscope.decoding.cache import new_cache
 from divscope.decoding.policies import Policy, StepView
 from divscope.decoding.randomness import Stream, uniforms
-from divscope.defaults import BATCH_SIZE, DECODE_MAX_NEW_TOKENS, SEED
+from divscope.defaults import BATCH_SIZE, SEED
 from divscope.errors import DivscopeError
-from divscope.models import check_context, context_length
+from divscope.models import OutputHead, context_length, new_token_limits
 from divscope.progress import Progress
 from divscope.scoring.stats import StatsConfig
+
+CHECK_EVERY = 8
+"""Steps between two looks for finished rows (each look reads a copy made the step before)."""
 
 
 @dataclass(frozen=True)
@@ -38,18 +51,27 @@ class DecodeConfig:
     sampling: StatsConfig = StatsConfig()
     """Top-p, temperature and window of the sampled distributions, and of the per-step JS
     (--top-p, --temperature)."""
-    max_new_tokens: int = DECODE_MAX_NEW_TOKENS
-    """Length cap of a response (--max-new-tokens)."""
+    max_new_tokens: int | None = None
+    """Length cap of a response (--max-new-tokens); None: 8,000, capped prompt by prompt by
+    the models' context."""
     seed: int = SEED
     """Seed of the coupled uniforms (--seed)."""
     batch_size: int = BATCH_SIZE
-    """Sequences decoded together (--batch-size); results do not depend on it."""
+    """Sequences decoded together (--batch-size)."""
+    head_dtype: str | None = None
+    """`float32` computes the output head in float32 from a float32 copy of its weights
+    (--head-dtype); None: in the weights' dtype."""
+    drop_finished: bool = True
+    """Drop finished rows from the batch and the caches; False keeps them to the end (same
+    tokens, slower: for tests and benchmarks)."""
 
     def __post_init__(self) -> None:
-        if self.max_new_tokens < 1:
+        if self.max_new_tokens is not None and self.max_new_tokens < 1:
             raise DivscopeError(f"--max-new-tokens must be >= 1, got {self.max_new_tokens}.")
         if self.batch_size < 1:
             raise DivscopeError(f"--batch-size must be >= 1, got {self.batch_size}.")
+        if self.head_dtype not in (None, "float32"):
+            raise DivscopeError(f"--head-dtype {self.head_dtype!r}: only float32 is supported.")
 
 
 @dataclass(frozen=True)
@@ -68,9 +90,9 @@ class Decoded:
     """One decoded response and its interventions."""
 
     response_ids: list[int]
-    """Emitted tokens, the EOS token included when the response finished."""
+    """Emitted tokens, the stop token included when the response finished."""
     finished: bool
-    """Ended with EOS (not at the length cap)."""
+    """Ended with a stop token (not at the length cap)."""
     n_switches: int
     n_effective: int
     switch_positions: list[int]
@@ -84,6 +106,7 @@ class Lockstep:
         >>> stepper.logits["base"].shape  # doctest: +SKIP
         torch.Size([2, 44])
         >>> stepper.advance(torch.tensor([3, 4]))  # doctest: +SKIP
+        >>> stepper.select(torch.tensor([1]))  # doctest: +SKIP
     """
 
     def __init__(
@@ -92,6 +115,10 @@ class Lockstep:
         prompts: Sequence[Sequence[int]],
         vocab: int,
         pad_id: int = 0,
+        *,
+        max_new_tokens: int = 0,
+        suppressed: Sequence[int] = (),
+        head_dtype: str | None = None,
     ) -> None:
         """Prefill every model with the prompts.
 
@@ -100,6 +127,9 @@ class Lockstep:
             prompts: token ids of each row's prompt (each non-empty).
             vocab: the tokenizer's size; logits of padded head rows beyond it are dropped.
             pad_id: any valid id; padding is masked out.
+            max_new_tokens: steps expected after the prefill (sizes the KV buffers).
+            suppressed: ids no model may emit (their logits are −inf).
+            head_dtype: `float32`: the output head in float32 (`OutputHead`).
         """
         self.models = dict(models)
         self.vocab = vocab
@@ -113,8 +143,13 @@ class Lockstep:
         self.device = _input_device(next(iter(self.models.values())))
         self.mask = mask.to(self.device)
         self.next_position = positions[:, -1:].to(self.device) + 1  # [B, 1]
-        self.cache_names = {name: _cache_names(model) for name, model in self.models.items()}
-        self.caches: dict[str, object] = {}
+        self.heads = {
+            name: OutputHead(model, vocab, head_dtype) for name, model in self.models.items()
+        }
+        self.suppressed = torch.tensor(list(suppressed), dtype=torch.int64, device=self.device)
+        self.caches: dict[str, object] = {
+            name: new_cache(model, width, max_new_tokens) for name, model in self.models.items()
+        }
         self.logits: dict[str, Tensor] = {}
         for name in self.models:
             self._forward(name, input_ids, positions)
@@ -126,35 +161,38 @@ class Lockstep:
             self._forward(name, tokens[:, None], self.next_position)
         self.next_position = self.next_position + 1
 
+    def select(self, rows: Tensor) -> None:
+        """Keep only `rows` (`[b]` indices into the batch) in the batch and every cache."""
+        self.mask = self.mask[rows]
+        self.next_position = self.next_position[rows]
+        for name, cache in self.caches.items():
+            cache.batch_select_indices(rows.to(_input_device(self.models[name])))
+            self.logits[name] = self.logits[name][rows]
+
     def _forward(self, name: str, input_ids: Tensor, positions: Tensor) -> None:
         model = self.models[name]
         device = _input_device(model)
-        cache_kwarg, cache_attr = self.cache_names[name]
-        out = model(
+        cache = self.caches[name]
+        out = model.get_decoder()(
             input_ids=input_ids.to(device),
             attention_mask=self.mask.to(device),
             position_ids=positions.to(device),
             use_cache=True,
-            logits_to_keep=1,
-            **({cache_kwarg: self.caches[name]} if name in self.caches else {}),
+            **({_CACHE: cache} if cache is not None else {}),
         )
-        self.caches[name] = getattr(out, cache_attr)
-        logits = out.logits[:, -1, : self.vocab]  # [B, V]
-        self.logits[name] = (logits if logits.dtype == torch.float64 else logits.float()).to(
-            self.device
-        )
+        self.caches[name] = getattr(out, _CACHE)
+        logits = self.heads[name](out.last_hidden_state[:, -1])  # [B, V] float32
+        if self.suppressed.numel():
+            logits[:, self.suppressed.to(logits.device)] = -torch.inf
+        self.logits[name] = logits.to(self.device)
+
+
+_CACHE = "cache"
+"""The KV-cache argument and output of transformers 5's decoders."""
 
 
 def _input_device(model) -> torch.device:
     return model.get_input_embeddings().weight.device
-
-
-def _cache_names(model) -> tuple[str, str]:
-    """The KV-cache argument and output names: `cache` from transformers 5.x on, before that
-    `past_key_values`."""
-    if "cache" in inspect.signature(model.forward).parameters:
-        return "cache", "cache"
-    return "past_key_values", "past_key_values"
 
 
 def decode(
@@ -166,6 +204,7 @@ def decode(
     vocab: int,
     eos_ids: Sequence[int],
     pad_id: int = 0,
+    suppressed: Sequence[int] = (),
     progress: bool = False,
 ) -> list[Decoded]:
     """Decode every request under `policy`, in batches, with all of its models in lockstep.
@@ -175,10 +214,11 @@ def decode(
             `policy.models` are used.
         requests: what to decode; a request's budget caps its switches.
         policy: the intervention policy.
-        config: sampling, length cap, seed and batch size.
+        config: sampling, length cap, seed, batch size, head dtype.
         vocab: the shared tokenizer's size.
-        eos_ids: tokens that end a response (kept as its last token).
+        eos_ids: tokens that end a response (kept as its last token), e.g. `stop_ids`.
         pad_id: the id used for left padding (masked).
+        suppressed: ids never emitted (special tokens the tokenizers do not share).
         progress: show a progress bar on stderr.
 
     Returns:
@@ -186,15 +226,15 @@ def decode(
 
     Raises:
         DivscopeError: a model the policy needs is missing, a prompt is empty, or a prompt
-            plus `max_new_tokens` exceeds a model's context.
+            plus an asked-for `max_new_tokens` exceeds a model's context.
     """
     missing = [name for name in policy.models if name not in models]
     if missing:
         raise DivscopeError(f"policy {policy.name!r} needs the model(s) {', '.join(missing)}.")
-    used = {name: models[name] for name in policy.models}
-    _check_lengths(used, requests, config.max_new_tokens)
     if not eos_ids:
-        raise DivscopeError("no EOS token: the tokenizer defines no eos_token_id.")
+        raise DivscopeError("no stop token: the tokenizer defines no eos_token_id; pass --stop.")
+    used = {name: models[name] for name in policy.models}
+    limits = _limits(used, requests, config.max_new_tokens)
     order = sorted(range(len(requests)), key=lambda i: len(requests[i].prompt_ids))
     results: list[Decoded | None] = [None] * len(requests)
     with (
@@ -203,88 +243,149 @@ def decode(
     ):
         for start in range(0, len(order), config.batch_size):
             batch = order[start : start + config.batch_size]
-            decoded = _decode_batch(
-                used, [requests[i] for i in batch], policy, config, vocab, eos_ids, pad_id
-            )
+            decoded = _Batch(
+                used, [requests[i] for i in batch], [limits[i] for i in batch], policy, config,
+                vocab, eos_ids, pad_id, suppressed,
+            ).run()  # fmt: skip
             for i, row in zip(batch, decoded, strict=True):
                 results[i] = row
             bar.update(len(batch))
     return results  # type: ignore[return-value]
 
 
-def _check_lengths(models: Mapping[str, torch.nn.Module], requests, max_new_tokens: int) -> None:
+def _limits(models: Mapping[str, torch.nn.Module], requests, max_new_tokens) -> list[int]:
     for request in requests:
         if not request.prompt_ids:
             raise DivscopeError(
                 f"prompt_id={request.prompt_id!r}: empty prompt; every prompt needs a token."
             )
     prompts = [(r.prompt_id, r.prompt_ids) for r in requests]
-    for name, model in models.items():
-        check_context(prompts, max_new_tokens, context_length(model), model=f"the {name} model")
+    contexts = {name: context_length(model) for name, model in models.items()}
+    return new_token_limits(prompts, max_new_tokens, contexts)
 
 
-def _decode_batch(
-    models: Mapping[str, torch.nn.Module],
-    batch: list[Request],
-    policy: Policy,
-    config: DecodeConfig,
-    vocab: int,
-    eos_ids: Sequence[int],
-    pad_id: int,
-) -> list[Decoded]:
-    steps = config.max_new_tokens
-    prompt_ids = [r.prompt_id for r in batch]
-    sample_ids = [r.sample_id for r in batch]
-    stepper = Lockstep(models, [r.prompt_ids for r in batch], vocab, pad_id)
-    device = stepper.device
+class _Batch:
+    """One batch decoded to its end: per step the policy proposes, the budget applies, every
+    model consumes the emitted token; finished rows leave the batch every `CHECK_EVERY` steps.
 
-    def stream(which: Stream, n: int) -> Tensor:
-        values = uniforms(config.seed, prompt_ids, sample_ids, n, which)  # [B, n]
-        return torch.from_numpy(values).to(device)
+    Per-row tensors hold the active rows only; `rows` maps them to the batch's rows, and the
+    outputs (`tokens`, `switched`, `effective`) are written per batch row.
+    """
 
-    u, u_switch = stream(Stream.SAMPLE, steps), stream(Stream.SWITCH, steps)  # [B, T]
-    state = policy.init_state(stream(Stream.RESPONSE, 1)[:, 0])
-    budget = torch.tensor(
-        [r.budget if r.budget >= 0 else steps for r in batch], device=device
-    )  # [B]
-    eos = torch.tensor(list(eos_ids), device=device)
-    n_switches = torch.zeros(len(batch), dtype=torch.int64, device=device)  # [B]
-    done = torch.zeros(len(batch), dtype=torch.bool, device=device)  # [B]
-    no_switch = torch.zeros_like(done)
-    tokens, switched, effective = [], [], []
-    for t in range(steps):
-        view = StepView(stepper.logits, u[:, t], u_switch[:, t], config.sampling)
-        proposal = policy.propose(view, state)
-        token, switch, differs = proposal.primary, no_switch, no_switch
+    def __init__(
+        self, models, batch: list[Request], limits: list[int], policy: Policy,
+        config: DecodeConfig, vocab: int, eos_ids: Sequence[int], pad_id: int,
+        suppressed: Sequence[int],
+    ) -> None:  # fmt: skip
+        self.policy, self.config, self.eos_ids = policy, config, list(eos_ids)
+        self.limit_all, self.steps = limits, max(limits)
+        self.stepper = Lockstep(
+            models, [r.prompt_ids for r in batch], vocab, pad_id, max_new_tokens=self.steps,
+            suppressed=suppressed, head_dtype=config.head_dtype,
+        )  # fmt: skip
+        device = self.device = self.stepper.device
+        ids = ([r.prompt_id for r in batch], [r.sample_id for r in batch])
+
+        def stream(which: Stream, n: int) -> Tensor:
+            return torch.from_numpy(uniforms(config.seed, *ids, n, which)).to(device)  # [B, n]
+
+        self.u, self.u_switch = stream(Stream.SAMPLE, self.steps), stream(Stream.SWITCH, self.steps)
+        self.state = policy.init_state(stream(Stream.RESPONSE, 1)[:, 0])
+        n = len(batch)
+        self.limit = torch.tensor(limits, device=device)  # [b]
+        self.budget = torch.tensor(
+            [r.budget if r.budget >= 0 else self.steps for r in batch], device=device
+        )  # [b]
+        self.eos = torch.tensor(self.eos_ids, device=device)
+        self.rows = torch.arange(n, device=device)  # [b] active row -> batch row
+        self.n_switches = torch.zeros(n, dtype=torch.int64, device=device)  # [b]
+        self.done = torch.zeros(n, dtype=torch.bool, device=device)  # [b]
+        self.tokens = torch.full((n, self.steps), self.eos_ids[0], device=device)  # [B, T]
+        self.switched = torch.zeros(n, self.steps, dtype=torch.bool, device=device)  # [B, T]
+        self.effective = torch.zeros(n, dtype=torch.int64, device=device)  # [B]
+
+    def run(self) -> list[Decoded]:
+        seen: _HostCopy | None = None
+        for t in range(self.steps):
+            self._step(t)
+            if seen is not None:  # the copy made at the previous step, complete by now
+                if self._drop(seen.value(), t):
+                    break
+                seen = None
+            if (t + 1) % CHECK_EVERY == 0 or t + 1 == self.steps:
+                seen = _HostCopy(self.done)
+            if t + 1 < self.steps:
+                self.stepper.advance(self.tokens[self.rows, t])
+        return self._results()
+
+    def _step(self, t: int) -> None:
+        rows, config = self.rows, self.config
+        u, u_switch = self.u[:, t], self.u_switch[:, t]
+        view = StepView(self.stepper.logits, u, u_switch, config.sampling)
+        view.truncate_together(self.policy.drawn)
+        proposal = self.policy.propose(view, self.state)
+        token = proposal.primary
         if proposal.want is not None:
-            switch = proposal.want & (n_switches < budget) & ~done
+            switch = proposal.want & (self.n_switches < self.budget) & ~self.done
             token = torch.where(switch, proposal.intervener, token)
-            differs = switch & (proposal.intervener != proposal.primary)
-            n_switches += switch
-        token = torch.where(done, eos[0], token)
-        tokens.append(token)
-        switched.append(switch)
-        effective.append(differs)
-        done |= torch.isin(token, eos)
-        if bool(done.all()):
-            break
-        stepper.advance(token)
-    token_rows = torch.stack(tokens, dim=1).cpu().numpy()  # [B, steps run]
-    switch_rows = torch.stack(switched, dim=1).cpu().numpy()  # [B, steps run]
-    effective_counts = torch.stack(effective, dim=1).sum(1).tolist()  # [B]
-    eos_set = np.array(list(eos_ids))
-    out = []
-    for row, switches, n_effective in zip(token_rows, switch_rows, effective_counts, strict=True):
-        ends = np.flatnonzero(np.isin(row, eos_set))
-        length = int(ends[0]) + 1 if ends.size else len(row)
-        positions = np.flatnonzero(switches[:length])
-        out.append(
-            Decoded(
-                response_ids=row[:length].tolist(),
-                finished=bool(ends.size),
-                n_switches=int(positions.size),
-                n_effective=int(n_effective),
-                switch_positions=positions.tolist(),
+            self.effective[rows] += switch & (proposal.intervener != proposal.primary)
+            self.n_switches += switch
+            self.switched[rows, t] = switch
+        token = torch.where(self.done, self.eos[0], token)
+        self.tokens[rows, t] = token
+        self.done |= torch.isin(token, self.eos) | (t + 1 >= self.limit)
+
+    def _drop(self, done: np.ndarray, t: int) -> bool:
+        """Drop the rows that were done at step t − 1; True when no row is left."""
+        if done.all():
+            return True
+        if self.config.drop_finished and done.any():
+            keep = torch.from_numpy(np.flatnonzero(~done)).to(self.device)
+            self.stepper.select(keep)
+            self.rows, self.done = self.rows[keep], self.done[keep]
+            self.u, self.u_switch = self.u[keep], self.u_switch[keep]
+            self.limit, self.budget = self.limit[keep], self.budget[keep]
+            self.n_switches = self.n_switches[keep]
+            self.state = self.policy.select_state(self.state, keep)
+        return False
+
+    def _results(self) -> list[Decoded]:
+        tokens = self.tokens.cpu().numpy()  # [B, T]
+        switched = self.switched.cpu().numpy()  # [B, T]
+        out = []
+        for row, switches, n_effective, limit in zip(
+            tokens, switched, self.effective.tolist(), self.limit_all, strict=True
+        ):
+            ends = np.flatnonzero(np.isin(row[:limit], self.eos_ids))
+            length = int(ends[0]) + 1 if ends.size else limit
+            positions = np.flatnonzero(switches[:length])
+            out.append(
+                Decoded(
+                    response_ids=row[:length].tolist(),
+                    finished=bool(ends.size),
+                    n_switches=int(positions.size),
+                    n_effective=int(n_effective),
+                    switch_positions=positions.tolist(),
+                )
             )
-        )
-    return out
+        return out
+
+
+class _HostCopy:
+    """A copy of a small device tensor on the host, started now and read later: on a GPU the
+    copy is queued behind the step's work and read after the next step's sync, so looking for
+    finished rows costs no sync of its own."""
+
+    def __init__(self, tensor: Tensor) -> None:
+        if tensor.device.type == "cuda":
+            self.host = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
+            self.host.copy_(tensor, non_blocking=True)
+            self.event = torch.cuda.Event()
+            self.event.record()
+        else:
+            self.host, self.event = tensor.clone(), None
+
+    def value(self) -> np.ndarray:
+        if self.event is not None:
+            self.event.synchronize()
+        return self.host.numpy()

@@ -13,8 +13,8 @@ Forward(eps=0.05)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import MISSING, asdict, dataclass, fields
+from collections.abc import Mapping, Sequence
+from dataclasses import MISSING, asdict, dataclass, fields, is_dataclass
 from functools import cached_property
 from typing import Any, ClassVar
 
@@ -58,6 +58,16 @@ class StepView:
         self.sampling = sampling
         self._truncated: dict[tuple[str, StatsConfig], Truncated] = {}
 
+    def truncate_together(self, models: Sequence[str]) -> None:
+        """Truncate the sampled distributions of `models` in one call (one host sync for the
+        window check instead of one per model); the rows are the same as one by one."""
+        if len(models) < 2:
+            return
+        together = truncate(torch.cat([self.logits[m] for m in models]), self.sampling)
+        n = self.u.shape[0]
+        for i, model in enumerate(models):
+            self._truncated[(model, self.sampling)] = _rows(together, slice(i * n, (i + 1) * n))
+
     def truncated(self, model: str, config: StatsConfig | None = None) -> Truncated:
         """The truncated distribution of `model` at `config` (default: the sampling one)."""
         key = (model, config or self.sampling)
@@ -84,6 +94,13 @@ class StepView:
         return top1(self.logits[model])
 
 
+def _rows(value: Any, rows: slice) -> Any:
+    """`rows` of every tensor of a (nested) dataclass of `[n, ...]` tensors."""
+    if is_dataclass(value):
+        return type(value)(**{f.name: _rows(getattr(value, f.name), rows) for f in fields(value)})
+    return value[rows]
+
+
 @dataclass(frozen=True)
 class Proposal:
     """What a policy proposes at one step (`[B]` tensors)."""
@@ -104,6 +121,8 @@ class Policy:
     models: ClassVar[tuple[str, ...]] = ("base", "rl")
     budgeted: ClassVar[bool] = False
     """Whether a switch budget applies (otherwise the policy runs with budget −1 only)."""
+    drawn: ClassVar[tuple[str, ...]] = ("base", "rl")
+    """The models drawn from at the sampling settings every step (truncated together)."""
 
     def params(self) -> dict[str, Any]:
         """The policy's parameters, as results columns."""
@@ -112,6 +131,11 @@ class Policy:
     def init_state(self, u_response: Tensor) -> dict[str, Tensor]:
         """Per-batch state, given `[B]` float64 once-per-response uniforms."""
         return {}
+
+    def select_state(self, state: dict[str, Tensor], rows: Tensor) -> dict[str, Tensor]:
+        """The state of the batch's `rows` (`[b]` indices) only: per-row tensors (first axis
+        the batch) are indexed, scalars kept."""
+        return {k: v[rows.to(v.device)] if v.dim() else v for k, v in state.items()}
 
     def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
         """The step's proposal; may update `state`."""
@@ -124,6 +148,7 @@ class Base(Policy):
 
     name: ClassVar[str] = "base"
     models: ClassVar[tuple[str, ...]] = ("base",)
+    drawn: ClassVar[tuple[str, ...]] = ("base",)
 
     def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
         return Proposal(view.draw("base"))
@@ -135,6 +160,7 @@ class RL(Policy):
 
     name: ClassVar[str] = "rl"
     models: ClassVar[tuple[str, ...]] = ("rl",)
+    drawn: ClassVar[tuple[str, ...]] = ("rl",)
 
     def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
         return Proposal(view.draw("rl"))
@@ -184,6 +210,7 @@ class RLReplace(Policy):
     """Emit the RL argmax where the base and RL argmaxes differ, else sample the base model."""
 
     name: ClassVar[str] = "rl-replace"
+    drawn: ClassVar[tuple[str, ...]] = ()
     temperature: float = REPLACE_TEMPERATURE
     """Temperature of the base model's samples (the run's --temperature is not used)."""
     top_p: float = REPLACE_TOP_P
@@ -266,6 +293,7 @@ class Rast(Policy):
 
     name: ClassVar[str] = "rast"
     models: ClassVar[tuple[str, ...]] = ("base", "rast_base", "rast_rl")
+    drawn: ClassVar[tuple[str, ...]] = ("base",)
     lam: float = 1.0
     """Weight of the small pair's logit difference."""
 

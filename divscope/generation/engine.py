@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from divscope.defaults import GENERATE_MAX_NEW_TOKENS, SAMPLES, SEED, TEMPERATURE, TOP_P
+from divscope.defaults import SAMPLES, SEED, TEMPERATURE, TOP_P
 from divscope.errors import DivscopeError
 
 EngineName = Literal["hf", "vllm"]
@@ -30,10 +30,14 @@ class Sampling:
     """Sampling temperature (> 0)."""
     top_p: float = TOP_P
     """Sampling top-p, HF/vLLM semantics (docs/contracts.md, "Definitions")."""
-    max_new_tokens: int = GENERATE_MAX_NEW_TOKENS
-    """Length cap of a response; a capped response has `finished` false."""
+    max_new_tokens: int | None = None
+    """Length cap of a response; a capped response has `finished` false. None: 8,000,
+    capped prompt by prompt by the model's context."""
     seed: int = SEED
     """Seed of the sampling."""
+    stop: tuple[str, ...] = ()
+    """Tokens that end a response besides the model's EOS tokens (tokenizer and generation
+    config): ids or single-token strings (--stop)."""
 
 
 @dataclass(frozen=True)
@@ -70,7 +74,7 @@ class HFEngine:
 
     def __init__(self, model: Any, tokenizer: Any, sampling: Sampling, batch_size: int) -> None:
         from divscope.decoding import DecodeConfig, build_policy
-        from divscope.models import eos_ids
+        from divscope.models import stop_ids
         from divscope.scoring.stats import StatsConfig
 
         self.model, self.sampling, self.vocab = model, sampling, len(tokenizer)
@@ -81,13 +85,16 @@ class HFEngine:
             seed=sampling.seed,
             batch_size=batch_size,
         )
-        self.eos_ids = eos_ids(tokenizer, model)
+        self.eos_ids = stop_ids(
+            {"model": tokenizer}, {"model": model}, sampling.stop, vocab=self.vocab
+        )
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
     def check(self, prompts: Sequence[tuple[str, list[int]]]) -> None:
-        from divscope.models import check_context, context_length
+        from divscope.models import context_length, new_token_limits
 
-        check_context(prompts, self.sampling.max_new_tokens, context_length(self.model))
+        contexts = {"model": context_length(self.model)}
+        new_token_limits(prompts, self.sampling.max_new_tokens, contexts)
 
     def sample(self, prompts: Sequence[tuple[str, list[int]]]) -> list[list[Sampled]]:
         from divscope.decoding import Request, decode

@@ -59,7 +59,7 @@ class GenerateConfig:
             raise DivscopeError(f"--temperature must be > 0, got {self.sampling.temperature}.")
         if not 0 < self.sampling.top_p <= 1:
             raise DivscopeError(f"--top-p must be in (0, 1], got {self.sampling.top_p}.")
-        if self.sampling.max_new_tokens < 1:
+        if self.sampling.max_new_tokens is not None and self.sampling.max_new_tokens < 1:
             raise DivscopeError(
                 f"--max-new-tokens must be >= 1, got {self.sampling.max_new_tokens}."
             )
@@ -187,7 +187,8 @@ def _manifest(model: str, config: GenerateConfig, keys: list[str], ids: list[lis
     digest = hashlib.sha256(json.dumps([keys, ids]).encode()).hexdigest()
     settings = asdict(config.sampling) | {"engine": config.engine}
     settings |= {"chat_template": config.chat_template, "model": model, "prompts_sha256": digest}
-    return {"settings": settings, "divscope_version": __version__}
+    # Through JSON, as a resumed run reads it back (tuples become lists).
+    return {"settings": json.loads(json.dumps(settings)), "divscope_version": __version__}
 
 
 def _prepare(parts: Path, manifest: dict, *, overwrite: bool) -> set[int]:

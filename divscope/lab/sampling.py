@@ -56,7 +56,10 @@ def _decode(
     temperature: float | None,
     generator: torch.Generator | None,
 ) -> list[list[int]]:
-    stepper = Lockstep({"model": model}, prompts, vocab=model.config.vocab_size, pad_id=eos_id)
+    stepper = Lockstep(
+        {"model": model}, prompts, vocab=model.config.vocab_size, pad_id=eos_id,
+        max_new_tokens=max_new_tokens,
+    )  # fmt: skip
     done = torch.zeros(len(prompts), dtype=torch.bool)
     new_tokens = []
     for _ in range(max_new_tokens):

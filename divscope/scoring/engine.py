@@ -26,10 +26,11 @@ from torch import Tensor
 
 from divscope.defaults import BATCH_TOKENS
 from divscope.errors import DivscopeError
-from divscope.models import context_length, vocab_size
+from divscope.models import OutputHead, context_length, vocab_size
 from divscope.progress import Progress
 from divscope.schema import TOKEN_TABLE, TRAJECTORY_IDS, TRAJECTORY_KEY, require_columns
 from divscope.scoring.stats import StatsConfig, pair_stats
+from divscope.vocab import readable, token_bytes
 
 # JS below this counts as "near zero" in the summary (nats; JS is in [0, ln 2]).
 NEAR_ZERO_JS = 1e-3
@@ -54,9 +55,16 @@ class ScoreConfig:
     then reuses its heap; larger buffers are fresh mappings whose page faults dominate the
     time) or 256 MiB on a GPU."""
 
+    head_dtype: str | None = None
+    """`float32` computes the output head in float32 from a float32 copy of its weights
+    (--head-dtype; see `models.OutputHead` for the memory it costs); None: in the weights'
+    dtype."""
+
     def __post_init__(self) -> None:
         if self.batch_tokens < 1:
             raise DivscopeError(f"--batch-tokens must be >= 1, got {self.batch_tokens}.")
+        if self.head_dtype not in (None, "float32"):
+            raise DivscopeError(f"--head-dtype {self.head_dtype!r}: only float32 is supported.")
         if self.chunk_rows is not None and self.chunk_rows < 1:
             raise DivscopeError(f"--chunk-rows must be >= 1, got {self.chunk_rows}.")
 
@@ -100,6 +108,7 @@ def score_trajectories(
     *,
     sink: Callable[[pl.DataFrame], None],
     progress: bool = True,
+    vocab: int | None = None,
 ) -> ScoreSummary:
     """Score every response token of `trajectories` under `base` and `rl`.
 
@@ -113,6 +122,8 @@ def score_trajectories(
         sink: called with each finished batch as a token-table frame (all `TOKEN_TABLE`
             columns, those dtypes), e.g. `TokenTableWriter.write` or `list.append`.
         progress: report progress with tokens/s on stderr (`divscope.progress`).
+        vocab: the ids compared (`divscope.vocab.Compatibility.vocab`, the ids all the
+            tokenizers share); None: `len(tokenizer)`.
 
     Returns:
         The run's summary.
@@ -123,7 +134,8 @@ def score_trajectories(
             engine cannot reproduce from its hidden states.
     """
     start = time.perf_counter()
-    plan = _Plan.build(trajectories, base, rl, tokenizer, config)
+    vocab = vocab_size(tokenizer) if vocab is None else vocab
+    plan = _Plan.build(trajectories, base, rl, vocab, config)
     js_parts: list[np.ndarray] = []
     fallback_rows = 0
     with Progress(
@@ -179,14 +191,13 @@ class _Plan:
     total_tokens: int
 
     @staticmethod
-    def build(trajectories: pl.DataFrame, base, rl, tokenizer, config: ScoreConfig) -> _Plan:
+    def build(trajectories: pl.DataFrame, base, rl, vocab: int, config: ScoreConfig) -> _Plan:
         require_columns(
             trajectories.columns,
             (*TRAJECTORY_KEY, *TRAJECTORY_IDS),
             source="trajectories",
             what="scoring",
         )
-        vocab = vocab_size(tokenizer)
         _check_ids(trajectories, vocab)
         prompts = trajectories["prompt_ids"].to_list()
         responses = trajectories["response_ids"].to_list()
@@ -266,7 +277,8 @@ def _scored_batches(
     """Yield (token-table frame, full-sort rows) per batch."""
     pieces = _TokenPieces(tokenizer)
     stats_config = config.stats
-    head_b, head_r = _Head(base, plan.vocab), _Head(rl, plan.vocab)
+    head_b = OutputHead(base, plan.vocab, config.head_dtype)
+    head_r = OutputHead(rl, plan.vocab, config.head_dtype)
     chunk_rows = config.chunk_rows or _auto_chunk_rows(plan.vocab, head_b.device)
     release_freed_memory = _heap_trimmer() if head_b.device.type == "cpu" else lambda: None
     for batch in plan.batches:
@@ -335,32 +347,6 @@ def _response_hidden(model, prompts: list[list[int]], responses: list[list[int]]
     return hidden[rows, torch.tensor(position_index, device=hidden.device)]  # [N, d]
 
 
-class _Head:
-    """The model's output head on the tokenizer's rows, with the final logit transform its
-    causal-LM class applies after the head, returning float32 logits."""
-
-    def __init__(self, model, vocab: int) -> None:
-        head = model.get_output_embeddings()
-        self.weight = head.weight[:vocab]  # [V, d]; a view, padded rows dropped
-        bias = getattr(head, "bias", None)
-        self.bias = None if bias is None else bias[:vocab]
-        self.device = self.weight.device
-        config = model.config.get_text_config()
-        self.softcap = getattr(config, "final_logit_softcapping", None)
-        scale = getattr(config, "logit_scale", None)  # Cohere multiplies
-        divisor = getattr(config, "logits_scaling", None)  # Granite divides
-        self.scale = (scale or 1.0) / (divisor or 1.0)
-
-    def __call__(self, hidden: Tensor) -> Tensor:
-        logits = torch.nn.functional.linear(hidden.to(self.device), self.weight, self.bias)
-        logits = logits.float()  # [c, V]
-        if self.scale != 1.0:
-            logits = logits * self.scale
-        if self.softcap is not None:
-            logits = torch.tanh(logits / self.softcap) * self.softcap
-        return logits
-
-
 def _check_model(model, name: str, vocab: int) -> None:
     head = model.get_output_embeddings()
     if head is None or not hasattr(head, "weight"):
@@ -383,7 +369,7 @@ def _check_head_reproduces_logits(model, name: str, ids: list[int], vocab: int) 
         input_ids = torch.tensor([ids], device=device)  # [1, s]
         expected = model(input_ids=input_ids, use_cache=False).logits[0, :, :vocab].float()
         hidden = model.get_decoder()(input_ids=input_ids, use_cache=False).last_hidden_state[0]
-        got = _Head(model, vocab)(hidden).to(expected.device)  # [s, V]
+        got = OutputHead(model, vocab)(hidden).to(expected.device)  # [s, V]
     scale = 1.0 + expected.abs().max().item()
     tolerance = (1e-4 if model.dtype == torch.float32 else 3e-2) * scale
     error = (got - expected).abs().max().item()
@@ -396,18 +382,18 @@ def _check_head_reproduces_logits(model, name: str, ids: list[int], vocab: int) 
 
 
 class _TokenPieces:
-    """Decoded text of single tokens, cached across batches."""
+    """Readable text of single tokens (`divscope.vocab.readable` of their exact bytes: no `Ġ` or
+    `▁`, bytes of a split character as `<0xHH>`), cached per id across batches."""
 
     def __init__(self, tokenizer) -> None:
-        self.tokenizer = tokenizer
+        self.raw = token_bytes(tokenizer)  # [len(tokenizer)]; about 0.3 s for 150k tokens
         self.cache: dict[int, str] = {}
 
     def __call__(self, token_ids: np.ndarray) -> list[str]:
-        new = [int(i) for i in np.unique(token_ids) if int(i) not in self.cache]
-        if new:
-            texts = self.tokenizer.batch_decode([[i] for i in new])
-            self.cache.update(zip(new, texts, strict=True))
-        return [self.cache[int(i)] for i in token_ids]
+        for i in np.unique(token_ids).tolist():
+            if i not in self.cache:
+                self.cache[i] = readable(self.raw[i])
+        return [self.cache[i] for i in token_ids.tolist()]
 
 
 def _batch_frame(

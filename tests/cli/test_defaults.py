@@ -36,6 +36,7 @@ RENAMED = {"xs": "cross_sample", "figure": "names"}
 PARSED: dict[str, Callable[[str], Any]] = {
     "budgets": parse_budgets,
     "formats": lambda text: tuple(text.split(",")),
+    "stop": lambda values: tuple(values or ()),
 }
 # Options with no library counterpart: labels of --compare tables, the lab's smoke build.
 CLI_ONLY = {("analyze", "label"), ("plot", "label"), ("lab build", "smoke")}

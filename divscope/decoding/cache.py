@@ -1,0 +1,87 @@
+"""A preallocated KV cache for the lockstep decoder.
+
+transformers' `DynamicCache` grows every layer by concatenation, so a response of T tokens
+copies its whole cache T times. `GrowingLayer` writes each step into a buffer that doubles when
+full, and hands attention a view of the filled part: the same keys and values, in amortized
+constant time per step. Rows are dropped (`batch_select_indices`) by indexing the buffers.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
+
+
+class GrowingLayer(DynamicLayer):
+    """A full-attention cache layer over a preallocated buffer `[B, H, capacity, D]`.
+
+    Args:
+        capacity: tokens to allocate at the first update (the buffer doubles when full).
+        limit: the most tokens it will hold (doubling stops there).
+    """
+
+    def __init__(self, capacity: int, limit: int) -> None:
+        super().__init__()
+        self.capacity, self.limit = capacity, limit
+        self.length = 0
+
+    def lazy_initialization(self, key_states: Tensor, value_states: Tensor) -> None:
+        self.device = key_states.device
+        size = max(self.capacity, key_states.shape[-2])
+        self._keys = key_states.new_empty(self._shape(key_states, size))
+        self._values = value_states.new_empty(self._shape(value_states, size))
+        self.is_initialized = True
+
+    @staticmethod
+    def _shape(states: Tensor, length: int) -> tuple[int, ...]:
+        batch, heads, _, dim = states.shape
+        return (batch, heads, length, dim)
+
+    def update(
+        self, key_states: Tensor, value_states: Tensor, *args, **kwargs
+    ) -> tuple[Tensor, Tensor]:
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        end = self.length + key_states.shape[-2]
+        if end > self._keys.shape[-2]:
+            size = max(end, min(2 * self._keys.shape[-2], self.limit))
+            self._keys = self._grown(self._keys, size)
+            self._values = self._grown(self._values, size)
+        self._keys[:, :, self.length : end] = key_states
+        self._values[:, :, self.length : end] = value_states
+        self.length = end
+        self.keys = self._keys[:, :, :end]  # [B, H, end, D] views
+        self.values = self._values[:, :, :end]
+        return self.keys, self.values
+
+    def _grown(self, buffer: Tensor, size: int) -> Tensor:
+        grown = buffer.new_empty(self._shape(buffer, size))
+        grown[:, :, : self.length] = buffer[:, :, : self.length]
+        return grown
+
+    def batch_select_indices(self, indices: Tensor) -> None:
+        if self.is_initialized:
+            self._keys = self._keys[indices]
+            self._values = self._values[indices]
+            self.keys = self._keys[:, :, : self.length]
+            self.values = self._values[:, :, : self.length]
+
+
+INITIAL_STEPS = 512
+"""Tokens after the prompt that a new cache has room for before it first doubles."""
+
+
+def new_cache(model: torch.nn.Module, prompt: int, steps: int) -> Cache | None:
+    """A cache of `GrowingLayer`s for `model`, for prompts of `prompt` tokens and up to `steps`
+    more, or None where some layer is not plain full attention (sliding windows, linear
+    attention): the model then makes its own cache."""
+    config = model.config.get_text_config(decoder=True)
+    try:
+        layers = DynamicCache(config=config).layers
+    except (TypeError, ValueError, AttributeError):
+        return None
+    if not layers or any(type(layer) is not DynamicLayer for layer in layers):
+        return None
+    capacity = prompt + min(steps, INITIAL_STEPS)
+    return Cache(layers=[GrowingLayer(capacity, prompt + steps) for _ in layers])
