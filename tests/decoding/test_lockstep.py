@@ -247,3 +247,58 @@ def test_missing_model_is_refused(models):
     with pytest.raises(DivscopeError, match="needs the model"):
         decode({"base": models["base"]}, _requests(), build_policy("forward", eps=0.1),
                CONFIG, vocab=VOCAB, eos_ids=EOS)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "policy,params,batch_sizes",
+    [
+        ("forward", {"eps": 0.05}, (1, 7, 64)),
+        ("gated", {"tau": 0.5, "lam": 1.2}, (7, 64)),  # per-row state is dropped with the row
+        ("mixture", {"alpha": 0.5}, (7, 64)),
+    ],
+)
+def test_dropping_finished_rows_changes_no_token(models, policy, params, batch_sizes):
+    """Rows that finish leave the batch and the KV caches; every other row's tokens, switches
+    and finish flags are those of a run that keeps all rows to the end, at batch sizes 1, 7
+    and 64 (two stop tokens, so that rows finish at many different steps)."""
+    stops = [2, 3]
+    requests = [
+        Request(f"p{i}", sample, tuple(range(7 + i % 5, 12 + i % 7)), budget=4)
+        for i in range(10)
+        for sample in range(4)
+    ]
+    policy_object = build_policy(policy, **params)
+    runs = {}
+    for batch_size in batch_sizes:
+        for drop in (True, False):
+            config = DecodeConfig(
+                CONFIG.sampling, max_new_tokens=30, batch_size=batch_size, drop_finished=drop
+            )
+            runs[batch_size, drop] = decode(
+                models, requests, policy_object, config, vocab=VOCAB, eos_ids=stops
+            )
+    reference = runs[64, False]
+    lengths = {len(d.response_ids) for d in reference}
+    assert len(lengths) > 5 and any(not d.finished for d in reference)  # rows end at many steps
+    assert any(d.finished for d in reference)
+    for key, decoded in runs.items():
+        assert decoded == reference, key
+
+
+def test_default_length_is_capped_by_each_prompt_and_the_context(models):
+    """No --max-new-tokens: 8,000 capped, prompt by prompt, by the context (64 tokens)."""
+    config = DecodeConfig(CONFIG.sampling, batch_size=4, seed=3)
+    decoded = _run(models, "forward", _requests(), config, eps=0.1)
+    for request, d in zip(_requests(), decoded, strict=True):
+        room = 64 - len(request.prompt_ids)
+        assert len(d.response_ids) <= room
+        assert d.finished or len(d.response_ids) == room
+
+
+def test_suppressed_tokens_are_never_emitted(models):
+    """Ids masked out (special tokens the tokenizers do not share) are never drawn."""
+    common = [t for d in _run(models, "forward", _requests(), eps=0.1) for t in d.response_ids]
+    banned = sorted({t for t in common if t not in EOS})[:5]
+    decoded = decode(models, _requests(), build_policy("forward", eps=0.1), CONFIG,
+                     vocab=VOCAB, eos_ids=EOS, suppressed=banned)  # fmt: skip
+    assert not {t for d in decoded for t in d.response_ids} & set(banned)
