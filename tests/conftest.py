@@ -38,3 +38,52 @@ def lab_tokens_path(tmp_path_factory) -> Path:
     score(LAB / "trajectories.jsonl", base=str(LAB / "base"), rl=str(LAB / "rl"), out=out,
           progress=False)  # fmt: skip
     return out
+
+
+# ---------------------------------------------------------------- a real byte-level BPE pair
+
+
+@pytest.fixture(scope="session")
+def qwen_tokenizer_dir(tmp_path_factory) -> Path:
+    """A directory holding Qwen's real byte-level BPE tokenizer (151,646 tokens, ChatML), built
+    offline once per session (tests/qwen.py; about 4 s)."""
+    from tests.qwen import save_qwen_tokenizer
+
+    return save_qwen_tokenizer(tmp_path_factory.mktemp("qwen_tokenizer"))
+
+
+@pytest.fixture(scope="session")
+def qwen_pair(tmp_path_factory, qwen_tokenizer_dir) -> tuple[Path, Path]:
+    """Paths of a tiny random Qwen2 base model and its RL twin (about 5 MB each) at the real
+    vocabulary (head 151,936 rows), sharing the tokenizer of `qwen_tokenizer_dir`."""
+    from tests.qwen import save_qwen_pair
+
+    return save_qwen_pair(tmp_path_factory.mktemp("qwen_pair"), qwen_tokenizer_dir)
+
+
+@pytest.fixture(scope="session")
+def qwen_tokenizer(qwen_pair):
+    """The tokenizer divscope loads from the Qwen pair (`AutoTokenizer`: a `Qwen2Tokenizer`)."""
+    from divscope.models import load_tokenizer
+
+    return load_tokenizer(str(qwen_pair[0]))
+
+
+@pytest.fixture(scope="session")
+def qwen_renamed_rl(tmp_path_factory, qwen_pair) -> Path:
+    """The Qwen pair's RL model whose tokenizer renames the special token `<|im_start|>` to
+    `<|im_begin|>` at the same id, 151644 (as a fine-tune renames a reserved special token)."""
+    from tests.qwen import IM_START, edited_copy, rename_special
+
+    dest = tmp_path_factory.mktemp("qwen_renamed") / "rl"
+    return edited_copy(qwen_pair[1], dest, rename_special(IM_START, "<|im_begin|>"))
+
+
+@pytest.fixture(scope="session")
+def qwen_swapped_rl(tmp_path_factory, qwen_pair) -> Path:
+    """The Qwen pair's RL model whose tokenizer swaps the ids of two ordinary tokens, 1000
+    ('atus') and 1001 ('Th'): an ordinary vocabulary that differs from the base's."""
+    from tests.qwen import edited_copy, swap_ordinary
+
+    dest = tmp_path_factory.mktemp("qwen_swapped") / "rl"
+    return edited_copy(qwen_pair[1], dest, swap_ordinary(1000, 1001))

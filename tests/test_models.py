@@ -67,3 +67,90 @@ def test_bad_device_and_dtype():
     if not torch.cuda.is_available():
         with pytest.raises(DivscopeError, match="no CUDA device"):
             resolve_device("cuda:0")
+
+
+def _with_generation_eos(model, eos):
+    model.generation_config.eos_token_id = eos
+    return model
+
+
+def test_stop_ids_are_the_union_of_every_models_eos_with_one_warning():
+    from divscope.errors import DivscopeWarning
+    from divscope.models import stop_ids
+    from tests.tinymodels import make_model
+
+    tokenizer = make_tokenizer()  # EOS "<eos>" = 2
+    base = _with_generation_eos(make_model("llama", vocab_size=48), None)
+    rl = _with_generation_eos(make_model("llama", vocab_size=48, seed=1), [7, 2])
+    tokenizers = {"base": tokenizer, "rl": tokenizer}
+    with pytest.warns(DivscopeWarning, match=r"stop at different tokens.*base: 2 '<eos>'"):
+        ids = stop_ids(tokenizers, {"base": base, "rl": rl}, vocab=44)
+    assert ids == [2, 7]
+    with pytest.warns(DivscopeWarning):
+        assert stop_ids(tokenizers, {"base": base, "rl": rl}, ["w5", "11"], vocab=44) == [
+            2, 7, tokenizer.convert_tokens_to_ids("w5"), 11,
+        ]  # fmt: skip
+    same = {"base": base, "rl": _with_generation_eos(make_model("llama", vocab_size=48), 2)}
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DivscopeWarning)  # the same stop set: no warning
+        assert stop_ids(tokenizers, same, vocab=44) == [2]
+
+
+def test_stop_must_be_one_token_or_an_id():
+    from divscope.models import stop_ids
+    from tests.tinymodels import make_model
+
+    tokenizers, models = {"m": make_tokenizer()}, {"m": make_model("llama", vocab_size=48)}
+    with pytest.raises(DivscopeError, match="--stop 'w5 w6' is 2 tokens"):
+        stop_ids(tokenizers, models, ["w5 w6"], vocab=44)
+    with pytest.raises(DivscopeError, match="--stop 99: the vocabulary has ids 0..43"):
+        stop_ids(tokenizers, models, ["99"], vocab=44)
+
+
+def test_one_dtype_per_run_read_from_the_first_model(tmp_path):
+    """float32 on the CPU whatever the checkpoints say; on GPUs the first model's dtype."""
+    from divscope.models import load_models, run_dtype
+    from tests.tinymodels import make_model
+
+    paths = {}
+    for name, dtype in (("base", torch.bfloat16), ("rl", torch.float16)):
+        make_model("llama", vocab_size=48).to(dtype).save_pretrained(tmp_path / name)
+        make_tokenizer().save_pretrained(tmp_path / name)
+        paths[name] = str(tmp_path / name)
+    assert run_dtype("auto", "cpu", None, paths["base"]) == torch.float32
+    assert run_dtype("auto", "cpu", "auto", paths["base"]) == torch.bfloat16  # device_map: GPUs
+    assert run_dtype("auto", "cpu", "auto", paths["rl"]) == torch.float16
+    models = load_models(paths, dtype="auto", device="cpu", device_map=None)
+    assert {m.dtype for m in models.values()} == {torch.float32}
+    models = load_models(paths, dtype="bfloat16", device="cpu", device_map=None)
+    assert {m.dtype for m in models.values()} == {torch.bfloat16}
+
+
+def test_float32_head_of_a_bfloat16_model_is_the_float64_product_to_float32_precision():
+    from divscope.models import OutputHead
+    from tests.tinymodels import make_model
+
+    model = make_model("llama", vocab_size=48, logit_scale=30.0).to(torch.bfloat16)
+    hidden = torch.randn(5, 32, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
+    weight = model.get_output_embeddings().weight[:44]
+    exact = hidden.double() @ weight.double().T  # [5, 44]
+    wide = OutputHead(model, 44, "float32")(hidden)
+    narrow = OutputHead(model, 44)(hidden)
+    assert wide.dtype == narrow.dtype == torch.float32
+    assert (wide.double() - exact).abs().max() < 1e-5 * exact.abs().max()
+    assert (narrow.double() - exact).abs().max() > (wide.double() - exact).abs().max()
+
+
+def test_length_limits_cap_the_default_and_refuse_an_explicit_overflow():
+    from divscope.models import new_token_limits
+
+    prompts = [("a", [1] * 10), ("b", [1] * 300)]
+    assert new_token_limits(prompts, None, {"base": 320, "rl": 4096}) == [310, 20]
+    assert new_token_limits(prompts, None, {"base": None}) == [8000, 8000]
+    assert new_token_limits(prompts, 16, {"base": 320}) == [16, 16]
+    with pytest.raises(DivscopeError, match="prompt_id='b' has 300 tokens.*Lower --max-new"):
+        new_token_limits(prompts, 21, {"base": 320})
+    with pytest.raises(DivscopeError, match="fills the base model's context"):
+        new_token_limits([("c", [1] * 320)], None, {"base": 320})

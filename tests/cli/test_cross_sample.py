@@ -147,3 +147,42 @@ def test_cross_sample_refuses_an_existing_output(tmp_path, tiny_pair, prompts):
     out.write_text("x")
     result = _run("cross-sample", prompts, "--base", base, "--policy", "base", "--out", out)
     assert result.exit_code == 2 and "--overwrite" in result.output
+
+
+def test_every_policy_stops_at_any_models_stop_token(tmp_path, tiny_pair, prompts):
+    """An RL twin whose generation config adds a stop token: under the union, every policy
+    (rl, forward, base) ends a response at its first stop token, the set is warned about
+    and recorded, and the default length is capped by the tiny models' context of 64."""
+    from transformers import AutoModelForCausalLM, GenerationConfig
+
+    base, rl = tiny_pair
+    first = tmp_path / "first.parquet"
+    result = _run("cross-sample", prompts, "--base", base, "--rl", rl, "--policy", "rl",
+                  "--n", 2, "--max-new-tokens", 12, "--out", first)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    emitted = [t for ids in read_cross_sample(first)["response_ids"].to_list() for t in ids[1:]]
+    extra = max(set(emitted) - {2}, key=emitted.count)  # a token the RL model often emits
+    twin = tmp_path / "rl-twin"
+    AutoModelForCausalLM.from_pretrained(rl).save_pretrained(twin)
+    make_tokenizer().save_pretrained(twin)
+    GenerationConfig(eos_token_id=[extra, 2]).save_pretrained(twin)
+
+    out = tmp_path / "results.parquet"
+    result = _run("cross-sample", prompts, "--base", base, "--rl", twin, "--policy",
+                  "base,rl,forward", "--eps", 0.1, "--budgets", "-1", "--n", 2, "--out", out)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "Warning: the models stop at different tokens" in result.output
+    assert "note: responses are capped at" in result.output and "context is 64" in result.output
+    results = read_cross_sample(out)
+    for ids, finished in zip(results["response_ids"], results["finished"], strict=True):
+        stops = [i for i, t in enumerate(ids) if t in (2, extra)]
+        assert stops == ([len(ids) - 1] if finished else []), ids
+    assert results.filter(pl.col("policy") == "rl")["finished"].any()
+    metadata = json.loads(pq_metadata(out)["divscope"])
+    assert [s["id"] for s in metadata["stop"]] == [2, extra]
+
+
+def pq_metadata(path):
+    import pyarrow.parquet as pq
+
+    return {k.decode(): v.decode() for k, v in pq.read_schema(path).metadata.items()}
