@@ -14,6 +14,12 @@ no top-k), measured side by side in this process, best of `--repeats` after a wa
 
 Two models do twice the model work, so 0.5x of `generate` is parity; the target is 0.4x.
 Without `--models`, a random Llama pair of the given shape is built in memory.
+
+A second table measures the lean decode loop where responses end at different steps (the lab
+models' own EOS; for random models, a random `--eos-share` of the vocabulary stops a row):
+`forward` as it runs, against the same decode keeping finished rows in the batch to the end
+(`drop_finished=False`) and against that with transformers' `DynamicCache` instead of the
+preallocated one. The tokens are the same in all three (checked).
 """
 
 from __future__ import annotations
@@ -81,6 +87,9 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--eos-share", type=float, default=0.03, help="random models: share of stop ids"
+    )
     args = parser.parse_args()
 
     import torch
@@ -138,6 +147,55 @@ def main() -> None:
             f"{batch:>5} {generate_rate:>15,.0f} {forward_rate:>14,.0f} "
             f"{forward_rate / generate_rate:>5.2f}x"
         )
+    lean_loop(args, models, vocab)
+
+
+def lean_loop(args, models, vocab: int) -> None:
+    """The lean loop against keeping finished rows, and against transformers' cache."""
+    import torch
+
+    import divscope.decoding.lockstep as lockstep
+    from divscope.decoding import DecodeConfig, Request, build_policy, decode
+    from divscope.models import load_tokenizer
+    from divscope.scoring.stats import StatsConfig
+
+    if args.models:
+        stops = [load_tokenizer(f"{args.models}/base").eos_token_id]
+    else:
+        generator = torch.Generator().manual_seed(1)
+        stops = torch.randperm(vocab, generator=generator)[: int(args.eos_share * vocab)].tolist()
+    policy = build_policy("forward", eps=0.05)
+    new_cache = lockstep.new_cache
+    print(f"\nlean loop, forward, rows ending at their stop tokens ({len(stops)} stop ids)")
+    print(f"{'batch':>5} {'mean len':>8} {'lean tok/s':>11} {'keep rows':>10} "
+          f"{'+DynamicCache':>14} {'lean/keep':>9} {'lean/both':>9}")  # fmt: skip
+    for batch in args.batches:
+        generator = torch.Generator().manual_seed(0)
+        ids = torch.randint(3, vocab, (batch, args.prompt), generator=generator)
+        requests = [Request(f"p{i}", 0, tuple(row.tolist()), -1) for i, row in enumerate(ids)]
+        results = {}
+
+        def run(drop: bool, cache: bool, requests=requests, batch=batch, results=results):
+            lockstep.new_cache = new_cache if cache else (lambda *a, **k: None)
+            config = DecodeConfig(
+                StatsConfig(temperature=1.0, top_p=0.7), max_new_tokens=args.new_tokens,
+                batch_size=batch, drop_finished=drop,
+            )  # fmt: skip
+            results[drop, cache] = decode(
+                models, requests, policy, config, vocab=vocab, eos_ids=stops
+            )
+
+        seconds = {
+            key: time_best(lambda key=key: run(*key), args.repeats)
+            for key in ((True, True), (False, True), (False, False))
+        }
+        lockstep.new_cache = new_cache
+        assert results[True, True] == results[False, True] == results[False, False]
+        tokens = sum(len(d.response_ids) for d in results[True, True])
+        rate = {key: tokens / value for key, value in seconds.items()}
+        lean, keep, both = rate[True, True], rate[False, True], rate[False, False]
+        print(f"{batch:>5} {tokens / batch:>8.1f} {lean:>11,.0f} {keep:>10,.0f} {both:>14,.0f} "
+              f"{lean / keep:>8.2f}x {lean / both:>8.2f}x")  # fmt: skip
 
 
 if __name__ == "__main__":
