@@ -227,3 +227,13 @@ def test_any_number_of_named_tokenizers():
 def test_a_single_tokenizer_is_a_clear_error():
     with pytest.raises(DivscopeError, match="at least two tokenizers"):
         check_tokenizers({"base": make_tokenizer()})
+
+
+def test_real_bpe_tokenizers_that_swap_two_ordinary_tokens_are_refused(
+    qwen_tokenizer, qwen_swapped_rl
+):
+    from divscope.models import load_tokenizer
+
+    swapped = load_tokenizer(str(qwen_swapped_rl))
+    with pytest.raises(DivscopeError, match="token id 1000 is 'atus' for base but 'Th' for rl"):
+        check_tokenizers({"base": qwen_tokenizer, "rl": swapped})

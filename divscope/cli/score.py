@@ -45,6 +45,7 @@ def score(
     device: options.Device = defaults.DEVICE,
     device_map: options.DeviceMap = None,
     overwrite: options.Overwrite = False,
+    allow_tokenizer_mismatch: options.AllowTokenizerMismatch = False,
 ) -> None:
     """Score every response token of TRAJECTORIES under --base and --rl.
 
@@ -69,6 +70,7 @@ def score(
         device=device,
         device_map=device_map,
         overwrite=overwrite,
+        allow_tokenizer_mismatch=allow_tokenizer_mismatch,
     )
     typer.echo(summary.format())
     typer.echo(f"wrote {out}")

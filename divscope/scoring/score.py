@@ -27,6 +27,7 @@ def score(
     device_map: str | None = None,
     overwrite: bool = False,
     progress: bool = True,
+    allow_tokenizer_mismatch: bool = False,
 ) -> ScoreSummary:
     """Score every response token of a trajectory file under a base and an RL model.
 
@@ -34,7 +35,8 @@ def score(
         trajectories: Parquet or JSONL trajectories, ids or text (docs/contracts.md,
             "Trajectories").
         base: the base model, a local directory or a hub id.
-        rl: the RL-fine-tuned model; it must share the base model's tokenizer.
+        rl: the RL-fine-tuned model; its tokenizer's ordinary vocabulary must be the base
+            model's (`divscope.vocab.check_tokenizers`: differing special tokens only warn).
         out: the token table: a path ending in `.parquet` is one file, any other path a
             directory of `part-*.parquet` files. Written atomically.
         config: top-p, temperature, batching and chunking.
@@ -43,13 +45,16 @@ def score(
         device_map: passed to `from_pretrained` for models larger than one GPU.
         overwrite: replace an existing output.
         progress: show a progress bar on stderr.
+        allow_tokenizer_mismatch: score models whose ordinary vocabularies differ (with a
+            warning): at the ids whose tokens differ the divergences compare different strings.
 
     Returns:
         The run's summary (sequences, tokens, JS percentiles, fallback count).
 
     Raises:
         DivscopeError: bad trajectories, an existing output without `overwrite`, models that
-            cannot be loaded or do not share a tokenizer, or a sequence beyond a context.
+            cannot be loaded or whose ordinary vocabularies differ (unless
+            `allow_tokenizer_mismatch`), or a sequence beyond a context.
 
     Example:
         >>> import divscope
@@ -59,14 +64,17 @@ def score(
     """
     from divscope import __version__
     from divscope.io import TokenTableWriter, attach_token_ids, read_trajectories
-    from divscope.models import check_same_tokenizer, describe_model, load_model, load_tokenizer
+    from divscope.models import describe_model, load_model, load_tokenizer
     from divscope.scoring.engine import score_trajectories
+    from divscope.vocab import check_tokenizers
 
     # Cheap checks first: a bad file or an existing output should not wait for model loading.
     TokenTableWriter.check_target(out, overwrite=overwrite)
     frame = read_trajectories(trajectories)
     tokenizer = load_tokenizer(base)
-    check_same_tokenizer(tokenizer, load_tokenizer(rl))
+    compatibility = check_tokenizers(
+        {"base": tokenizer, "rl": load_tokenizer(rl)}, allow_mismatch=allow_tokenizer_mismatch
+    )
     frame = attach_token_ids(frame, tokenizer)
     models = {
         name: load_model(path, dtype=dtype, device=device, device_map=device_map)
@@ -78,6 +86,7 @@ def score(
             for (name, model), path in zip(models.items(), (base, rl), strict=True)
         },
         "trajectories": str(Path(trajectories)),
+        "tokenizers": compatibility.metadata(),
         "top_p": config.stats.top_p,
         "temperature": config.stats.temperature,
         "window": config.stats.window,
@@ -95,4 +104,5 @@ def score(
             config,
             sink=writer.write,
             progress=progress,
+            vocab=compatibility.vocab,
         )
