@@ -196,37 +196,6 @@ def vocab_size(tokenizer) -> int:
     return len(tokenizer)
 
 
-def check_same_tokenizer(tokenizer_a, tokenizer_b, names: tuple[str, str] = ("base", "rl")) -> None:
-    """Raise unless both tokenizers map the same tokens to the same ids.
-
-    Raises:
-        DivscopeError: naming the first id whose token differs (or the differing sizes).
-    """
-    tokens_a = _tokens_by_id(tokenizer_a)
-    tokens_b = _tokens_by_id(tokenizer_b)
-    for token_id in range(min(len(tokens_a), len(tokens_b))):
-        if tokens_a[token_id] != tokens_b[token_id]:
-            raise DivscopeError(
-                f"the {names[0]} and {names[1]} tokenizers differ: token id {token_id} is "
-                f"{tokens_a[token_id]!r} for {names[0]} but {tokens_b[token_id]!r} for {names[1]}. "
-                "divscope compares distributions over one shared vocabulary; score models that "
-                "share a tokenizer."
-            )
-    if len(tokens_a) != len(tokens_b):
-        raise DivscopeError(
-            f"the {names[0]} and {names[1]} tokenizers differ in size: {len(tokens_a)} vs "
-            f"{len(tokens_b)} tokens (the first {min(len(tokens_a), len(tokens_b))} agree)."
-        )
-
-
-def _tokens_by_id(tokenizer) -> list[str | None]:
-    tokens: list[str | None] = [None] * len(tokenizer)
-    for token, token_id in tokenizer.get_vocab().items():
-        if 0 <= token_id < len(tokens):
-            tokens[token_id] = token
-    return tokens
-
-
 def stop_ids(
     tokenizers: Mapping[str, Any],
     models: Mapping[str, Any],
