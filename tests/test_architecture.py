@@ -156,6 +156,7 @@ NAMES_THAT_ONLY_MENTION_A_METRIC: dict[str, dict[str, str]] = {
 DELEGATES_TO_STATS: dict[str, dict[str, str]] = {
     "divscope.decoding.policies": {
         "StepView.truncated": "caches stats.truncate per model and config",
+        "StepView.truncate_together": "calls stats.truncate once on both models' rows",
         "StepView.js": "caches stats.truncated_js of the step",
         "StepView.entropy_and_ce": "caches stats.entropy_and_cross_entropy of the step",
     },
