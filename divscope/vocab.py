@@ -128,9 +128,9 @@ class Compatibility:
     """Ids shared by all: the smallest size. Logits of higher ids are dropped."""
     suppressed: tuple[int, ...]
     """Ids below `vocab` whose added/special token differs: decoding never emits them."""
-    special: tuple[TokenDifference, ...] = ()
+    special: tuple[TokenDifference, ...] = field(repr=False)
     """Added/special tokens that differ, beyond-`vocab` ids defined on one side included."""
-    ordinary: tuple[TokenDifference, ...] = field(default=(), repr=False)
+    ordinary: tuple[TokenDifference, ...] = field(repr=False)
     """Ordinary tokens that differ; non-empty only when the mismatch was allowed."""
 
     def metadata(self) -> dict[str, Any]:
@@ -222,20 +222,21 @@ vocabulary: token id 2 is 'c' for base but 'd' for rl (1 id differs). ...
             "different strings, so their divergences compare different tokens, and text is "
             f"tokenized and decoded with the {names[0]} tokenizer."
         )
+    suppressed = tuple(d.token_id for d in special if d.token_id < shared)
     if special:
         listed = "; ".join(f"id {d.token_id}: {d.sides(names)}" for d in special[:LISTED])
         more = f"; and {len(special) - LISTED} more" if len(special) > LISTED else ""
+        never = ", and decoding never emits the differing ones among them" if suppressed else ""
         warn(
             f"{together} differ in {len(special)} added/special token"
-            f"{'' if len(special) == 1 else 's'}: {listed}{more}. The ordinary tokens agree, so "
-            f"the models are compared over the {shared} shared ids; the differing ids below "
-            f"{shared} are never sampled, and higher ids are not shared."
+            f"{'' if len(special) == 1 else 's'}: {listed}{more}. The ordinary tokens agree: the "
+            f"models are compared over the {shared} ids that all tokenizers hold{never}."
         )
     return Compatibility(
         names=names,
         sizes=sizes,
         vocab=shared,
-        suppressed=tuple(d.token_id for d in special if d.token_id < shared),
+        suppressed=suppressed,
         special=tuple(special),
         ordinary=tuple(ordinary),
     )

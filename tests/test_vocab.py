@@ -237,3 +237,16 @@ def test_real_bpe_tokenizers_that_swap_two_ordinary_tokens_are_refused(
     swapped = load_tokenizer(str(qwen_swapped_rl))
     with pytest.raises(DivscopeError, match="token id 1000 is 'atus' for base but 'Th' for rl"):
         check_tokenizers({"base": qwen_tokenizer, "rl": swapped})
+
+
+def test_tokenizers_without_a_tokenizers_backend_fall_back_to_decode():
+    from transformers import ByT5Tokenizer
+
+    tokenizer = ByT5Tokenizer()  # transformers' pure-Python backend: one token per byte
+    assert not hasattr(tokenizer, "backend_tokenizer")
+    raw = token_bytes(tokenizer)
+    assert len(raw) == len(tokenizer)
+    assert raw[:3] == [b"<pad>", b"</s>", b"<unk>"]
+    assert b"".join(raw[i] for i in tokenizer.encode("Wait, 1/2", add_special_tokens=False)) == (
+        b"Wait, 1/2"
+    )

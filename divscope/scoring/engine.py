@@ -167,15 +167,17 @@ def score_table(
     config: ScoreConfig = ScoreConfig(),  # noqa: B008 (frozen, hashable)
     *,
     progress: bool = True,
+    vocab: int | None = None,
 ) -> pl.DataFrame:
     """The token table of `trajectories`, in memory: `score_trajectories` with its batches
-    collected and concatenated. For tables that fit in memory (calibration samples, tests);
-    `divscope.score` streams to disk instead.
+    collected and concatenated (`vocab`: see there). For tables that fit in memory (calibration
+    samples, tests); `divscope.score` streams to disk instead.
     """
     parts: list[pl.DataFrame] = []
     score_trajectories(
-        trajectories, base, rl, tokenizer, config, sink=parts.append, progress=progress
-    )
+        trajectories, base, rl, tokenizer, config, sink=parts.append, progress=progress,
+        vocab=vocab,
+    )  # fmt: skip
     return pl.concat(parts)
 
 
