@@ -143,5 +143,6 @@ def _score_base_samples(
         loaded.models["rl"],
         loaded.tokenizer,
         ScoreConfig(stats=config.sampling, head_dtype=config.head_dtype),
+        vocab=loaded.vocab,
         progress=progress,
     )
