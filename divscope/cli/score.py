@@ -42,6 +42,7 @@ def score(
         int, typer.Option("--window", help="Sorted top-K window for top-p, top-k and ranks.")
     ] = defaults.WINDOW,
     dtype: options.DType = defaults.DTYPE,
+    head_dtype: options.HeadDType = None,
     device: options.Device = defaults.DEVICE,
     device_map: options.DeviceMap = None,
     overwrite: options.Overwrite = False,
@@ -59,6 +60,7 @@ def score(
         StatsConfig(top_p=top_p, temperature=temperature, window=window),
         batch_tokens=batch_tokens,
         chunk_rows=chunk_rows,
+        head_dtype=head_dtype,
     )
     summary = run(
         trajectories,

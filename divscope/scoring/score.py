@@ -40,7 +40,8 @@ def score(
         out: the token table: a path ending in `.parquet` is one file, any other path a
             directory of `part-*.parquet` files. Written atomically.
         config: top-p, temperature, batching and chunking.
-        dtype: weights dtype, `auto`, `float32`, `bfloat16` or `float16`.
+        dtype: weights dtype of both models, `auto` (float32 on CPU, the base checkpoint's on a
+            GPU), `float32`, `bfloat16` or `float16`.
         device: `auto`, `cpu`, `cuda` or `cuda:N`.
         device_map: passed to `from_pretrained` for models larger than one GPU.
         overwrite: replace an existing output.
@@ -64,7 +65,7 @@ def score(
     """
     from divscope import __version__
     from divscope.io import TokenTableWriter, attach_token_ids, read_trajectories
-    from divscope.models import describe_model, load_model, load_tokenizer
+    from divscope.models import describe_model, load_models, load_tokenizer
     from divscope.scoring.engine import score_trajectories
     from divscope.vocab import check_tokenizers
 
@@ -76,10 +77,8 @@ def score(
         {"base": tokenizer, "rl": load_tokenizer(rl)}, allow_mismatch=allow_tokenizer_mismatch
     )
     frame = attach_token_ids(frame, tokenizer)
-    models = {
-        name: load_model(path, dtype=dtype, device=device, device_map=device_map)
-        for name, path in (("base", base), ("rl", rl))
-    }
+    models = load_models({"base": base, "rl": rl}, dtype=dtype, device=device,
+                         device_map=device_map)  # fmt: skip
     metadata = {
         "models": {
             name: describe_model(model, path)
@@ -91,6 +90,7 @@ def score(
         "temperature": config.stats.temperature,
         "window": config.stats.window,
         "dtype": dtype,
+        "head_dtype": config.head_dtype,
         "device": device if device_map is None else f"device_map={device_map}",
         "divscope_version": __version__,
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),

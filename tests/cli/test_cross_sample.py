@@ -169,7 +169,8 @@ def test_every_policy_stops_at_any_models_stop_token(tmp_path, tiny_pair, prompt
 
     out = tmp_path / "results.parquet"
     result = _run("cross-sample", prompts, "--base", base, "--rl", twin, "--policy",
-                  "base,rl,forward", "--eps", 0.1, "--budgets", "-1", "--n", 2, "--out", out)  # fmt: skip
+                  "base,rl,forward", "--eps", 0.1, "--budgets", "-1", "--n", 2,
+                  "--out", out)  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "Warning: the models stop at different tokens" in result.output
     assert "note: responses are capped at" in result.output and "context is 64" in result.output
