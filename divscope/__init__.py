@@ -35,6 +35,7 @@ _EXPORTS: dict[str, str] = {
     "Sampling": "divscope.generation.engine",
     "ScoreConfig": "divscope.scoring.engine",
     "StatsConfig": "divscope.scoring.stats",
+    "VLLMOptions": "divscope.generation.engine",
 }
 
 __all__ = ["DivscopeError", "__version__", *sorted(_EXPORTS)]

@@ -36,6 +36,12 @@ MAX_NEW_TOKENS = 8000
 not given, as in the papers; capped, prompt by prompt, by the models' context."""
 ENGINE = "hf"
 """The `generate` engine."""
+VLLM_TENSOR_PARALLEL_SIZE = 1
+"""`generate --engine vllm`: GPUs the model is sharded over (vLLM's default)."""
+VLLM_GPU_MEMORY_UTILIZATION = 0.9
+"""`generate --engine vllm`: share of each GPU's memory vLLM takes (vLLM's default)."""
+VLLM_MAX_MODEL_LEN: int | None = None
+"""`generate --engine vllm`: context vLLM reserves KV cache for; None: the model's own."""
 BUDGETS: tuple[int, ...] = (0, 1, 2, 4, 8, 16, 32, 64, -1)
 """Switch budgets of the budgeted `cross-sample` policies (−1 = unlimited)."""
 REPLACE_TEMPERATURE = 0.6

@@ -51,10 +51,13 @@ def generate(
         typer.Option(
             "--batch-size",
             min=1,
-            help="Sequences decoded together (hf) or handed to vLLM per call; results do not "
-            "depend on it under hf.",
+            help="Sequences decoded together (hf only; vLLM schedules its own batches); results "
+            "do not depend on it.",
         ),
     ] = defaults.BATCH_SIZE,
+    tensor_parallel_size: options.TensorParallelSize = defaults.VLLM_TENSOR_PARALLEL_SIZE,
+    gpu_memory_utilization: options.GPUMemoryUtilization = defaults.VLLM_GPU_MEMORY_UTILIZATION,
+    max_model_len: options.MaxModelLen = defaults.VLLM_MAX_MODEL_LEN,
     dtype: options.DType = defaults.DTYPE,
     device: options.Device = defaults.DEVICE,
     device_map: options.DeviceMap = None,
@@ -64,9 +67,10 @@ def generate(
 
     Rows carry token ids and text (prompt_ids, response_ids, prompt, response), n_tokens,
     finished (ended with EOS) and the prompts' other columns (e.g. answer). An interrupted run
-    resumes where it stopped when rerun with the same settings.
+    resumes where it stopped when rerun with the same settings. --engine vllm queues every
+    prompt at once and writes each prompt as soon as its --n responses are done.
     """
-    from divscope.generation import GenerateConfig, Sampling
+    from divscope.generation import GenerateConfig, Sampling, VLLMOptions
     from divscope.generation.generate import generate as run
 
     sampling = Sampling(
@@ -77,8 +81,17 @@ def generate(
         seed=seed,
         stop=tuple(stop or ()),
     )
+    vllm = VLLMOptions(
+        tensor_parallel_size=tensor_parallel_size,
+        gpu_memory_utilization=gpu_memory_utilization,
+        max_model_len=max_model_len,
+    )
     config = GenerateConfig(
-        sampling=sampling, engine=engine, chat_template=chat_template, batch_size=batch_size
+        sampling=sampling,
+        engine=engine,
+        chat_template=chat_template,
+        batch_size=batch_size,
+        vllm=vllm,
     )
     report = run(
         prompts,

@@ -107,6 +107,33 @@ OptionalRLModel = Annotated[
     typer.Option("--rl", help="RL-fine-tuned model: a local directory or a hub id."),
 ]
 BatchSize = Annotated[int, typer.Option("--batch-size", min=1, help="Sequences decoded together.")]
+TensorParallelSize = Annotated[
+    int,
+    typer.Option(
+        "--tensor-parallel-size",
+        min=1,
+        help="GPUs the model is sharded over (vllm only); samples differ from one size to another.",
+    ),
+]
+GPUMemoryUtilization = Annotated[
+    float,
+    typer.Option(
+        "--gpu-memory-utilization",
+        min=0.0,
+        max=1.0,
+        help="Share of each GPU's memory that vLLM takes for weights, activations and KV cache "
+        "(vllm only).",
+    ),
+]
+MaxModelLen = Annotated[
+    int | None,
+    typer.Option(
+        "--max-model-len",
+        min=1,
+        help="Longest prompt + response vLLM reserves KV cache for (vllm only; default: the "
+        "model's context); lower it when the full context does not fit in memory.",
+    ),
+]
 TokenTable = Annotated[
     Path, typer.Argument(help="Token table: a .parquet file or a directory of part-*.parquet.")
 ]

@@ -8,7 +8,15 @@ its configuration and the sampling engines.
 4
 """
 
-from divscope.generation.engine import ENGINES, Engine, HFEngine, Sampled, Sampling, VLLMEngine
+from divscope.generation.engine import (
+    ENGINES,
+    Engine,
+    HFEngine,
+    Sampled,
+    Sampling,
+    VLLMEngine,
+    VLLMOptions,
+)
 from divscope.generation.generate import GenerateConfig, GenerateReport
 
 __all__ = [
@@ -20,4 +28,5 @@ __all__ = [
     "Sampled",
     "Sampling",
     "VLLMEngine",
+    "VLLMOptions",
 ]

@@ -1,19 +1,30 @@
 """Sampling engines: `hf` (the lockstep decoder's single-model policy) and `vllm`.
 
-Both return token ids straight from the engine, never re-tokenized from text. `hf` draws with
-the decoder's coupled randomness, so a response depends only on the seed, the prompt id, the
-sample index and the model: not on the batch size, nor on which prompts were already done when
-a run resumed. `vllm` seeds each prompt's request from (seed, prompt id), which makes it
-repeatable on the same hardware and vLLM version, but its samples differ from `hf`'s.
+Both return token ids straight from the engine, never re-tokenized from text, and yield each
+prompt's `n` responses as soon as they are all done. `hf` draws with the decoder's coupled
+randomness, so a response depends only on the seed, the prompt id, the sample index and the
+model: not on the batch size, nor on which prompts were already done when a run resumed.
+`vllm` queues every prompt at once and seeds each prompt's request from (seed, prompt id),
+which makes it repeatable on the same hardware, vLLM version and set of prompts, but its
+samples differ from `hf`'s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from divscope.defaults import SAMPLES, SEED, TEMPERATURE, TOP_P
+from divscope.defaults import (
+    SAMPLES,
+    SEED,
+    TEMPERATURE,
+    TOP_P,
+    VLLM_GPU_MEMORY_UTILIZATION,
+    VLLM_MAX_MODEL_LEN,
+    VLLM_TENSOR_PARALLEL_SIZE,
+)
 from divscope.errors import DivscopeError
 
 EngineName = Literal["hf", "vllm"]
@@ -41,6 +52,37 @@ class Sampling:
 
 
 @dataclass(frozen=True)
+class VLLMOptions:
+    """Where vLLM puts the model and how much memory it takes (`--engine vllm` only).
+
+    >>> VLLMOptions(gpu_memory_utilization=0.5).tensor_parallel_size
+    1
+    """
+
+    tensor_parallel_size: int = VLLM_TENSOR_PARALLEL_SIZE
+    """GPUs the model is sharded over (--tensor-parallel-size); it changes the arithmetic, so
+    samples differ from one size to another."""
+    gpu_memory_utilization: float = VLLM_GPU_MEMORY_UTILIZATION
+    """Share of each GPU's memory vLLM takes for weights, activations and KV cache
+    (--gpu-memory-utilization); lower it when something else shares the GPU."""
+    max_model_len: int | None = VLLM_MAX_MODEL_LEN
+    """Longest prompt + response vLLM reserves KV cache for (--max-model-len); None: the
+    model's context. Lower it for a long-context model whose full context does not fit."""
+
+    def __post_init__(self) -> None:
+        if self.tensor_parallel_size < 1:
+            raise DivscopeError(
+                f"--tensor-parallel-size must be >= 1, got {self.tensor_parallel_size}."
+            )
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise DivscopeError(
+                f"--gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}."
+            )
+        if self.max_model_len is not None and self.max_model_len < 1:
+            raise DivscopeError(f"--max-model-len must be >= 1, got {self.max_model_len}.")
+
+
+@dataclass(frozen=True)
 class Sampled:
     """One sampled response."""
 
@@ -57,13 +99,18 @@ class Engine(Protocol):
         """Raise a `DivscopeError` before any work if some prompt cannot be sampled."""
         ...
 
-    def sample(self, prompts: Sequence[tuple[str, list[int]]]) -> list[list[Sampled]]:
-        """`n` responses (sample ids 0..n-1) for each `(prompt_id, prompt token ids)`."""
+    def sample(
+        self, prompts: Sequence[tuple[str, list[int]]]
+    ) -> Iterator[tuple[int, list[Sampled]]]:
+        """For each `(prompt_id, prompt token ids)`, its index in `prompts` and its `n`
+        responses (sample ids 0..n-1), as soon as all of them are done, in no fixed order."""
         ...
 
 
 class HFEngine:
     """A transformers causal LM sampled by the lockstep decoder's `base` policy.
+
+    Prompts are decoded `batch_size // n` at a time (at least one), in order.
 
     Args:
         model: the loaded model.
@@ -96,74 +143,159 @@ class HFEngine:
         contexts = {"model": context_length(self.model)}
         new_token_limits(prompts, self.sampling.max_new_tokens, contexts)
 
-    def sample(self, prompts: Sequence[tuple[str, list[int]]]) -> list[list[Sampled]]:
+    def sample(
+        self, prompts: Sequence[tuple[str, list[int]]]
+    ) -> Iterator[tuple[int, list[Sampled]]]:
         from divscope.decoding import Request, decode
 
         n = self.sampling.n
-        requests = [
-            Request(prompt_id, sample_id, tuple(ids))
-            for prompt_id, ids in prompts
-            for sample_id in range(n)
-        ]
-        decoded = decode(
-            {"base": self.model},
-            requests,
-            self.policy,
-            self.config,
-            vocab=self.vocab,
-            eos_ids=self.eos_ids,
-            pad_id=self.pad_id,
-        )
-        flat = [Sampled(d.response_ids, d.finished) for d in decoded]
-        return [flat[i : i + n] for i in range(0, len(flat), n)]
+        chunk = max(1, self.config.batch_size // n)
+        for start in range(0, len(prompts), chunk):
+            requests = [
+                Request(prompt_id, sample_id, tuple(ids))
+                for prompt_id, ids in prompts[start : start + chunk]
+                for sample_id in range(n)
+            ]
+            decoded = decode(
+                {"base": self.model},
+                requests,
+                self.policy,
+                self.config,
+                vocab=self.vocab,
+                eos_ids=self.eos_ids,
+                pad_id=self.pad_id,
+            )
+            flat = [Sampled(d.response_ids, d.finished) for d in decoded]
+            for offset in range(0, len(flat), n):
+                yield start + offset // n, flat[offset : offset + n]
 
 
 class VLLMEngine:
-    """A vLLM `LLM`; needs the optional extra `divscope[vllm]`.
+    """A vLLM `LLM` whose engine is stepped directly; needs the optional extra `divscope[vllm]`.
+
+    `sample` queues every prompt's request up front, so that vLLM's scheduler keeps the GPU
+    busy across prompts instead of waiting on each batch's longest response, then steps the
+    engine and yields each prompt as soon as its `n` samples are done (`LLM.generate` would
+    return only once the last prompt is done). It is the loop `LLM.generate` runs itself:
+    `llm_engine.add_request` with `RequestOutputKind.FINAL_ONLY`, then `step` while
+    `has_unfinished_requests`. Responses stop at the ids the `hf` engine stops at (the
+    tokenizer's and the generation config's EOS ids and `sampling.stop`), the EOS included, and
+    at the length cap of `divscope.models.new_token_limits` for vLLM's context.
 
     Args:
         model: a local directory or a hub id.
-        sampling: n, temperature, top-p, length cap and seed.
+        tokenizer: its tokenizer.
+        sampling: n, temperature, top-p, length cap, stop tokens and seed.
         dtype: `auto`, `float32`, `bfloat16` or `float16`.
+        options: tensor parallelism, GPU memory share and context length.
+
+    Raises:
+        DivscopeError: vLLM is not installed, or refused the model or the options; a `--stop`
+            value that is not one token.
     """
 
-    def __init__(self, model: str, sampling: Sampling, dtype: str = "auto") -> None:
+    def __init__(
+        self,
+        model: str,
+        tokenizer: Any,
+        sampling: Sampling,
+        dtype: str = "auto",
+        options: VLLMOptions = VLLMOptions(),  # noqa: B008 (frozen, hashable)
+    ) -> None:
+        from types import SimpleNamespace
+
+        from transformers import AutoConfig, GenerationConfig
+
+        from divscope.models import stop_ids
+
         try:
             import vllm
         except ImportError as error:
             raise DivscopeError(
                 "--engine vllm needs vLLM: pip install 'divscope[vllm]' (or use --engine hf)."
             ) from error
-        self.vllm, self.sampling = vllm, sampling
-        self.llm = vllm.LLM(model=model, dtype=dtype, seed=sampling.seed)
+        try:
+            generation = GenerationConfig.from_pretrained(model)
+        except OSError:  # no generation_config.json: transformers derives one from config.json
+            generation = GenerationConfig.from_model_config(AutoConfig.from_pretrained(model))
+        unloaded = SimpleNamespace(generation_config=generation)  # all stop_ids reads of a model
+        self.stop_ids = stop_ids(
+            {"model": tokenizer}, {"model": unloaded}, sampling.stop, vocab=len(tokenizer)
+        )
+        try:
+            from vllm.sampling_params import RequestOutputKind
+        except ImportError:  # an early 0.6 vLLM: its finished output holds all n samples
+            self.output_kind = {}
+        else:  # one output per prompt, once all of its n samples are done
+            self.output_kind = {"output_kind": RequestOutputKind.FINAL_ONLY}
+        self.vllm, self.sampling, self.calls = vllm, sampling, itertools.count()
+        try:
+            self.llm = vllm.LLM(
+                model=model,
+                dtype=dtype,
+                seed=sampling.seed,
+                tensor_parallel_size=options.tensor_parallel_size,
+                gpu_memory_utilization=options.gpu_memory_utilization,
+                max_model_len=options.max_model_len,
+            )
+        except ValueError as error:  # vLLM's configuration errors
+            raise DivscopeError(
+                f"vLLM could not load {model!r} with --tensor-parallel-size "
+                f"{options.tensor_parallel_size}, --gpu-memory-utilization "
+                f"{options.gpu_memory_utilization}, --max-model-len {options.max_model_len} "
+                f"({error}); change those options or --dtype."
+            ) from error
 
     def check(self, prompts: Sequence[tuple[str, list[int]]]) -> None:
-        from divscope.models import check_context
+        self._limits(prompts)
 
-        limit = self.llm.llm_engine.model_config.max_model_len
-        check_context(prompts, self.sampling.max_new_tokens, limit)
+    def _limits(self, prompts: Sequence[tuple[str, list[int]]]) -> list[int]:
+        """Each prompt's length cap within vLLM's context (--max-model-len or the model's)."""
+        from divscope.models import new_token_limits
 
-    def sample(self, prompts: Sequence[tuple[str, list[int]]]) -> list[list[Sampled]]:
+        contexts = {"model": self.llm.llm_engine.model_config.max_model_len}
+        return new_token_limits(prompts, self.sampling.max_new_tokens, contexts)
+
+    def sample(
+        self, prompts: Sequence[tuple[str, list[int]]]
+    ) -> Iterator[tuple[int, list[Sampled]]]:
         from divscope.decoding.randomness import prompt_key
 
-        s = self.sampling
-        params = [
-            self.vllm.SamplingParams(
-                n=s.n,
-                temperature=s.temperature,
-                top_p=s.top_p,
-                max_tokens=s.max_new_tokens,
-                seed=(s.seed ^ prompt_key(prompt_id)) % 2**63,
-            )
-            for prompt_id, _ in prompts
-        ]
-        outputs = self.llm.generate(
-            [{"prompt_token_ids": list(ids)} for _, ids in prompts], params, use_tqdm=False
-        )
-        return [
-            [
-                Sampled(list(c.token_ids), c.finish_reason == "stop")
-                for c in sorted(output.outputs, key=lambda c: c.index)
-            ]
-            for output in outputs
-        ]
+        s, engine = self.sampling, self.llm.llm_engine
+        call = next(self.calls)  # request ids stay unique across calls on one engine
+        pending: dict[str, int] = {}
+        try:
+            for index, ((prompt_id, ids), limit) in enumerate(
+                zip(prompts, self._limits(prompts), strict=True)
+            ):
+                params = self.vllm.SamplingParams(
+                    n=s.n,
+                    temperature=s.temperature,
+                    top_p=s.top_p,
+                    max_tokens=limit,
+                    seed=(s.seed ^ prompt_key(prompt_id)) % 2**63,
+                    stop_token_ids=self.stop_ids,
+                    detokenize=False,  # generate decodes the ids itself
+                    **self.output_kind,
+                )
+                request_id = f"divscope-{call}-{index}"
+                engine.add_request(request_id, {"prompt_token_ids": list(ids)}, params)
+                pending[request_id] = index
+            while pending and engine.has_unfinished_requests():
+                for output in engine.step():
+                    if output.finished and output.request_id in pending:
+                        done = sorted(output.outputs, key=lambda c: c.index)
+                        samples = [
+                            Sampled(list(c.token_ids), c.finish_reason == "stop") for c in done
+                        ]
+                        yield pending.pop(output.request_id), samples
+            if pending:
+                first = prompts[next(iter(pending.values()))][0]
+                raise DivscopeError(
+                    f"vLLM {self.vllm.__version__} stopped without returning {len(pending)} "
+                    f"prompt(s), e.g. prompt_id={first!r}; please file an issue naming this "
+                    "vLLM version."
+                )
+        finally:  # an interrupted run leaves no request behind in the engine
+            if pending:
+                engine.abort_request(list(pending))

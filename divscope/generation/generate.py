@@ -22,7 +22,14 @@ import polars as pl
 
 from divscope.defaults import BATCH_SIZE, DEVICE, DTYPE, ENGINE
 from divscope.errors import DivscopeError
-from divscope.generation.engine import ENGINES, Engine, EngineName, Sampled, Sampling
+from divscope.generation.engine import (
+    ENGINES,
+    Engine,
+    EngineName,
+    Sampled,
+    Sampling,
+    VLLMOptions,
+)
 from divscope.io import (
     JSONL_SUFFIXES,
     PARQUET_SUFFIXES,
@@ -47,12 +54,29 @@ class GenerateConfig:
     chat_template: bool = False
     """Wrap each raw question in the tokenizer's chat template (--chat-template)."""
     batch_size: int = BATCH_SIZE
-    """Sequences decoded together (`hf`) or handed to vLLM per call; results do not depend on
-    it under `hf`."""
+    """Sequences decoded together (`hf` only: vLLM schedules its own batches over all prompts
+    at once); results do not depend on it."""
+    vllm: VLLMOptions = VLLMOptions()
+    """Tensor parallelism, GPU memory share and context length (`vllm` only)."""
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise DivscopeError(f"--engine {self.engine!r}: use one of {', '.join(ENGINES)}.")
+        if self.engine == "hf" and self.vllm != VLLMOptions():
+            given = [
+                f"--{name.replace('_', '-')} {value}"
+                for name, value in asdict(self.vllm).items()
+                if value != getattr(VLLMOptions(), name)
+            ]
+            raise DivscopeError(
+                f"{', '.join(given)}: vLLM option(s), not used by --engine hf; pass --engine "
+                "vllm or drop them."
+            )
+        if self.engine == "vllm" and self.batch_size != BATCH_SIZE:
+            raise DivscopeError(
+                f"--batch-size {self.batch_size}: not used by --engine vllm, which schedules its "
+                "own batches over all prompts at once; drop it (or use --engine hf)."
+            )
         if self.sampling.n < 1:
             raise DivscopeError(f"--n must be >= 1, got {self.sampling.n}.")
         if not self.sampling.temperature > 0:
@@ -112,10 +136,11 @@ def generate(
             optional `answer` and other columns (carried into every response row).
         model: a local directory or a hub id.
         out: a directory of parts, or a `.parquet` / `.jsonl` file assembled at the end.
-        config: sampling, engine, chat template and batch size.
+        config: sampling, engine, chat template, batch size (`hf`) and vLLM options.
         dtype: weights dtype, `auto`, `float32`, `bfloat16` or `float16`.
-        device: `auto`, `cpu`, `cuda` or `cuda:N` (`hf`).
-        device_map: passed to `from_pretrained` for models larger than one GPU (`hf`).
+        device: `auto`, `cpu`, `cuda` or `cuda:N` (`hf`; vLLM places the model itself).
+        device_map: passed to `from_pretrained` for models larger than one GPU (`hf`; use
+            `config.vllm.tensor_parallel_size` under `vllm`).
         overwrite: start over, replacing an existing output.
         progress: show a progress bar over prompts on stderr.
 
@@ -125,7 +150,8 @@ def generate(
 
     Raises:
         DivscopeError: bad prompts, a finished output or one made with other settings without
-            `overwrite`, a prompt too long for the model, or `vllm` not installed.
+            `overwrite`, a prompt too long for the model, `device` or `device_map` given with
+            `vllm`, or `vllm` not installed.
 
     Example:
         >>> import divscope
@@ -137,6 +163,12 @@ def generate(
     from divscope.io import prompt_token_ids, read_prompts
     from divscope.models import load_tokenizer
 
+    if config.engine == "vllm" and (device != DEVICE or device_map is not None):
+        flag = "--device-map" if device_map is not None else f"--device {device}"
+        raise DivscopeError(
+            f"{flag}: not used by --engine vllm, which places the model on the GPUs itself; "
+            "drop it (and shard a large model with --tensor-parallel-size)."
+        )
     out = Path(out)
     single_file = out.suffix in (*PARQUET_SUFFIXES, *JSONL_SUFFIXES)
     parts = out.with_name(f".{out.name}.parts") if single_file else out
@@ -154,26 +186,24 @@ def generate(
     done = _prepare(parts, manifest, overwrite=overwrite)
     todo = [i for i in range(len(keys)) if i not in done]
     carried = frame.drop([c for c in frame.columns if c in GENERATED])
+    requests = [(keys[i], ids[i]) for i in todo]
     engine = _engine(model, tokenizer, config, dtype, device, device_map) if todo else None
     if engine is not None:
-        engine.check([(keys[i], ids[i]) for i in todo])  # fail before any work, not midway
-    chunk = max(1, config.batch_size // config.sampling.n)
+        engine.check(requests)  # fail before any work, not midway
     n_responses = n_finished = n_tokens = 0
     with Progress(
         len(keys), desc="generating", unit="prompt", initial=len(done), enabled=progress
     ) as bar:
-        for start in range(0, len(todo), chunk):
-            rows = todo[start : start + chunk]
-            samples = engine.sample([(keys[i], ids[i]) for i in rows])
-            for i, responses in zip(rows, samples, strict=True):
-                part = _part(keys[i], texts[i], ids[i], responses, tokenizer, model)
-                extra = carried[[i] * len(responses)]  # the prompt's other columns, repeated
-                part = pl.concat([part, extra], how="horizontal")
-                write_table(part, parts / f"part-{i:06d}.parquet", overwrite=True)
-                n_responses += len(responses)
-                n_finished += sum(r.finished for r in responses)
-                n_tokens += sum(len(r.response_ids) for r in responses)
-            bar.update(len(rows))
+        for j, responses in engine.sample(requests) if engine is not None else ():
+            i = todo[j]
+            part = _part(keys[i], texts[i], ids[i], responses, tokenizer, model)
+            extra = carried[[i] * len(responses)]  # the prompt's other columns, repeated
+            part = pl.concat([part, extra], how="horizontal")
+            write_table(part, parts / f"part-{i:06d}.parquet", overwrite=True)
+            n_responses += len(responses)
+            n_finished += sum(r.finished for r in responses)
+            n_tokens += sum(len(r.response_ids) for r in responses)
+            bar.update(1)
     if single_file:
         write_table(read_table(parts), out, overwrite=overwrite)
         shutil.rmtree(parts)
@@ -181,11 +211,19 @@ def generate(
 
 
 def _manifest(model: str, config: GenerateConfig, keys: list[str], ids: list[list[int]]) -> dict:
-    """The settings that decide the output; a resumed run must match them exactly."""
+    """The settings that decide the output; a resumed run must match them exactly.
+
+    Of the vLLM options only the tensor-parallel size is recorded: it changes the model's
+    arithmetic (sharded matmuls round differently). The memory share and the context length
+    change how much vLLM holds and so how it schedules batches; vLLM's samples depend on its
+    batches anyway (a resumed run queues fewer prompts), so they do not make a run another.
+    """
     from divscope import __version__
 
     digest = hashlib.sha256(json.dumps([keys, ids]).encode()).hexdigest()
     settings = asdict(config.sampling) | {"engine": config.engine}
+    if config.engine == "vllm":
+        settings["tensor_parallel_size"] = config.vllm.tensor_parallel_size
     settings |= {"chat_template": config.chat_template, "model": model, "prompts_sha256": digest}
     # Through JSON, as a resumed run reads it back (tuples become lists).
     return {"settings": json.loads(json.dumps(settings)), "divscope_version": __version__}
@@ -229,7 +267,7 @@ def _engine(
     from divscope.models import load_model
 
     if config.engine == "vllm":
-        return VLLMEngine(model, config.sampling, dtype=dtype)
+        return VLLMEngine(model, tokenizer, config.sampling, dtype=dtype, options=config.vllm)
     loaded = load_model(model, dtype=dtype, device=device, device_map=device_map)
     return HFEngine(loaded, tokenizer, config.sampling, config.batch_size)
 

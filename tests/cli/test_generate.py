@@ -61,3 +61,14 @@ def test_prompts_without_prompt_or_prompt_ids_are_a_clear_error(tmp_path, tiny_p
     result = _run("generate", prompts, "--model", tiny_pair[0], "--out", tmp_path / "o")
     assert result.exit_code == 2
     assert "prompts need 'prompt' (templated text) or 'prompt_ids'" in result.output
+
+
+def test_vllm_options_with_the_hf_engine_are_a_clear_error(tmp_path, tiny_pair):
+    prompts = _prompts(tmp_path / "p.jsonl", [{"prompt_id": "a", "prompt": "w1"}])
+    result = _run(
+        "generate", prompts, "--model", tiny_pair[0], "--out", tmp_path / "o",
+        "--tensor-parallel-size", 2, "--gpu-memory-utilization", 0.5,
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "--tensor-parallel-size 2, --gpu-memory-utilization 0.5: vLLM option(s)" in result.output
+    assert not (tmp_path / "o").exists()
