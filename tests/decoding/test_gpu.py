@@ -1,0 +1,149 @@
+"""The lockstep decoder on CUDA, through `divscope.decoding.decode` only.
+
+On a GPU a sequence's logits may depend on the batch it is decoded in (kernels pick other
+reduction orders for other shapes), so the CPU claim "the same tokens at any batch size" is not
+made here. What holds is: the same batches give the same tokens, run after run; and since a
+policy changes which model's token is emitted but never which requests share a batch, the
+policy invariants of tests/decoding/test_lockstep.py hold exactly, in bfloat16, on the lab
+models. In float32 the tiny models decode on CUDA as on the CPU.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from divscope.decoding import DecodeConfig, Request, build_policy, decode
+from divscope.scoring import StatsConfig
+from tests.tinymodels import make_model
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
+
+LAB = Path(__file__).resolve().parents[2] / "fixtures" / "lab"
+CONFIG = DecodeConfig(
+    StatsConfig(temperature=1.0, top_p=0.7), max_new_tokens=64, batch_size=16, seed=3
+)
+NEVER = float("inf")  # an eps no JS reaches: never switch
+
+
+@pytest.fixture(scope="module")
+def lab():
+    """The lab's base and rl models in bfloat16 on cuda, and 24 eval prompts × 2 samples."""
+    from divscope.io import prompt_token_ids, read_prompts
+    from divscope.models import load_model, load_tokenizer
+
+    tokenizer = load_tokenizer(str(LAB / "base"))
+    models = {
+        name: load_model(str(LAB / name), dtype="bfloat16", device="cuda")
+        for name in ("base", "rl")
+    }
+    prompts = read_prompts(LAB / "prompts" / "eval.jsonl").head(24)
+    ids = prompt_token_ids(prompts, tokenizer, source="eval")
+    keys = prompts["prompt_id"].to_list()
+    return models, keys, ids, len(tokenizer), [tokenizer.eos_token_id]
+
+
+def _run(lab, policy, budget=-1, config=CONFIG, **params):
+    models, keys, ids, vocab, eos = lab
+    requests = [
+        Request(key, sample, tuple(prompt), budget)
+        for key, prompt in zip(keys, ids, strict=True)
+        for sample in range(2)
+    ]
+    return decode(
+        models, requests, build_policy(policy, **params), config, vocab=vocab, eos_ids=eos
+    )
+
+
+def _tokens(decoded):
+    return [d.response_ids for d in decoded]
+
+
+@pytest.mark.parametrize(
+    "policy,budget,params",
+    [
+        ("base", -1, {}),
+        ("forward", 2, {"eps": 0.05}),
+        ("forward", -1, {"eps": 0.05}),
+        ("random", -1, {"rate": 0.1}),
+    ],
+)
+def test_the_same_batches_give_the_same_tokens(lab, policy, budget, params):
+    first = _run(lab, policy, budget, **params)
+    assert _run(lab, policy, budget, **params) == first
+    assert policy == "base" or any(d.n_switches for d in first)
+
+
+def test_forward_and_reverse_reduce_to_a_single_model(lab):
+    base, rl = _tokens(_run(lab, "base")), _tokens(_run(lab, "rl"))
+    assert base != rl
+    assert _tokens(_run(lab, "forward", 0, eps=-1.0)) == base
+    assert _tokens(_run(lab, "forward", -1, eps=NEVER)) == base
+    assert _tokens(_run(lab, "forward", -1, eps=-1.0)) == rl
+    assert _tokens(_run(lab, "reverse", 0, eps=-1.0)) == rl
+    assert _tokens(_run(lab, "reverse", -1, eps=NEVER)) == rl
+    assert _tokens(_run(lab, "reverse", -1, eps=-1.0)) == base
+
+
+@pytest.mark.parametrize(
+    "policy,params,same_as",
+    [
+        ("random", {"rate": 0.0}, "base"),
+        ("random", {"rate": 1.0}, "rl"),
+        ("mixture", {"alpha": 0.0}, "base"),
+        ("mixture", {"alpha": 1.0}, "rl"),
+        ("gated", {"tau": 1e9, "lam": 1.0}, "base"),
+    ],
+)
+def test_degenerate_parameters_reproduce_a_single_model(lab, policy, params, same_as):
+    assert _tokens(_run(lab, policy, **params)) == _tokens(_run(lab, same_as))
+
+
+def _tiny_requests():
+    prompts = {"a": (5, 6, 7), "b": (8,), "c": (9, 10, 11, 12, 13, 14), "d": (15, 16)}
+    return [
+        Request(p, s, ids, b) for b in (0, 2, -1) for p, ids in prompts.items() for s in range(3)
+    ]
+
+
+def _tiny_decode(models, policy, **params):
+    config = DecodeConfig(StatsConfig(top_p=0.7), max_new_tokens=12, batch_size=5, seed=3)
+    policy = build_policy(policy, **params)
+    return decode(models, _tiny_requests(), policy, config, vocab=44, eos_ids=[2])
+
+
+@pytest.mark.parametrize("policy,params", [("base", {}), ("forward", {"eps": 0.1})])
+def test_float32_decoding_on_cuda_equals_the_cpu(policy, params):
+    cpu = {
+        name: make_model("llama", vocab_size=48, seed=s) for s, name in enumerate(("base", "rl"))
+    }
+    cuda = {
+        name: make_model("llama", vocab_size=48, seed=s).to("cuda")
+        for s, name in enumerate(("base", "rl"))
+    }
+    assert _tiny_decode(cuda, policy, **params) == _tiny_decode(cpu, policy, **params)
+
+
+def test_an_output_head_on_another_device_decodes_the_same(tmp_path):
+    """Decoder on cuda:0, output head on cuda:1 (or the CPU), float32: the same responses."""
+    pytest.importorskip("accelerate")  # transformers needs it for any device_map
+    from divscope.models import load_model
+
+    for seed, name in enumerate(("base", "rl")):
+        make_model("llama", vocab_size=48, seed=seed).save_pretrained(tmp_path / name)
+    head = "cuda:1" if torch.cuda.device_count() > 1 else "cpu"
+    split_map = {"model": "cuda:0", "lm_head": head}
+    single = {
+        n: load_model(str(tmp_path / n), dtype="float32", device="cuda:0") for n in ("base", "rl")
+    }
+    split = {
+        n: load_model(str(tmp_path / n), dtype="float32", device_map=split_map)
+        for n in ("base", "rl")
+    }
+    assert split["rl"].get_output_embeddings().weight.device == torch.device(head)
+    assert _tiny_decode(split, "forward", eps=0.1) == _tiny_decode(single, "forward", eps=0.1)
