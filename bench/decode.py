@@ -3,6 +3,7 @@
     python bench/decode.py                          # batches 1 8 32, 64 new tokens
     python bench/decode.py --models fixtures/lab    # the lab's base/ and rl/ instead
     python bench/decode.py --device cuda --vocab 151936 --hidden 1024 --layers 8
+    python bench/decode.py --device cuda --models fixtures/lab   # loaded in bfloat16 on a GPU
 
 Both sides decode the same batch (prompts of the same length), the same number of new tokens
 (EOS disabled, so every row runs to the cap) and the same sampling settings (T=1, top-p 0.7,
@@ -108,7 +109,8 @@ def main() -> None:
     print(
         f"models: {args.models or 'random Llama'}, vocab {vocab}, "
         f"{sum(p.numel() for p in base.parameters()) / 1e6:.1f}M parameters each, "
-        f"device {args.device}, threads {torch.get_num_threads()}; prompt {args.prompt}, "
+        f"{str(base.dtype).removeprefix('torch.')} on {args.device}, threads "
+        f"{torch.get_num_threads()}; prompt {args.prompt}, "
         f"{args.new_tokens} new tokens, T=1, top-p 0.7"
     )
     print(f"{'batch':>5} {'generate tok/s':>15} {'forward tok/s':>14} {'ratio':>6}")

@@ -3,6 +3,7 @@
     python bench/score.py                      # lengths 512 1024 2048 4096; naive at 512 1024
     python bench/score.py --lengths 512 --naive-lengths 512
     python bench/score.py --lengths 512 --naive-lengths 512 --responses 8   # start-up amortized
+    python bench/score.py --device cuda --lengths 512 2048 --naive-lengths 512 --responses 4
 
 A tiny Qwen2 pair with a real-size vocabulary (151,936) is built once in a temporary
 directory. Every measurement is a fresh subprocess (`--child`) that loads the models, scores
@@ -17,7 +18,9 @@ process. Three children:
 - `forward`: two bare forward passes that only produce the logits (the floor).
 
 The naive path needs about 12 GB at 1,024 tokens and cannot fit 4,096 in 24 GB, so it runs
-only at `--naive-lengths`. Results are printed as a table of ratios measured in this run.
+only at `--naive-lengths`. Results are printed as a table of ratios measured in this run. With
+`--device cuda` every child runs its models on the GPU (float32, as on the CPU) and also reports
+its peak GPU memory (`gpu_peak_mib`); the peak RSS is then the host side only.
 """
 
 from __future__ import annotations
@@ -139,7 +142,7 @@ def naive_stats(lb, lr, tokens, top_p: float, temperature: float = 1.0) -> dict:
     order_b = torch.argsort(pb, -1, descending=True)
     order_r = torch.argsort(pr, -1, descending=True)
     rank_b = torch.empty_like(order_b).scatter_(
-        -1, order_b, torch.arange(pb.shape[-1]).expand_as(order_b)
+        -1, order_b, torch.arange(pb.shape[-1], device=pb.device).expand_as(order_b)
     )
     for k in (1, 2, 3):
         out[f"rl_top{k}_rank_in_base"] = rank_b.gather(-1, order_r[:, k - 1 : k])[:, 0] + 1
@@ -155,7 +158,7 @@ def naive_stats(lb, lr, tokens, top_p: float, temperature: float = 1.0) -> dict:
 # ---------------------------------------------------------------- children
 
 
-def child(mode: str, root: Path, length: int, responses: int, out: Path) -> None:
+def child(mode: str, root: Path, length: int, responses: int, out: Path, device: str) -> None:
     import polars as pl
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -166,8 +169,8 @@ def child(mode: str, root: Path, length: int, responses: int, out: Path) -> None
         from divscope.models import load_model, load_tokenizer
         from divscope.scoring import ScoreConfig, StatsConfig, score_trajectories
 
-        base = load_model(str(root / "base"), dtype="float32", device="cpu")
-        rl = load_model(str(root / "rl"), dtype="float32", device="cpu")
+        base = load_model(str(root / "base"), dtype="float32", device=device)
+        rl = load_model(str(root / "rl"), dtype="float32", device=device)
         tokenizer = load_tokenizer(str(root / "base"))
         start = time.perf_counter()
         with TokenTableWriter(out, {"bench": True}, overwrite=True) as writer:
@@ -177,15 +180,15 @@ def child(mode: str, root: Path, length: int, responses: int, out: Path) -> None
         extra = {"fallback_rows": summary.fallback_rows, "tokens": summary.tokens}
     else:
         load = dict(dtype=torch.float32)
-        base = AutoModelForCausalLM.from_pretrained(root / "base", **load).eval()
-        rl = AutoModelForCausalLM.from_pretrained(root / "rl", **load).eval()
+        base = AutoModelForCausalLM.from_pretrained(root / "base", **load).to(device).eval()
+        rl = AutoModelForCausalLM.from_pretrained(root / "rl", **load).to(device).eval()
         tokenizer = AutoTokenizer.from_pretrained(root / "base")
         vocab = len(tokenizer)
         rows = []
         start = time.perf_counter()
         with torch.no_grad():
             for traj in frame.iter_rows(named=True):
-                ids = torch.tensor([traj["prompt_ids"] + traj["response_ids"]])
+                ids = torch.tensor([traj["prompt_ids"] + traj["response_ids"]], device=device)
                 logits_b = base(ids).logits[0]  # [P+T, V_head]
                 logits_r = rl(ids).logits[0]
                 if mode == "forward":
@@ -193,9 +196,9 @@ def child(mode: str, root: Path, length: int, responses: int, out: Path) -> None
                 first, n = len(traj["prompt_ids"]) - 1, len(traj["response_ids"])
                 lb = logits_b[first : first + n, :vocab].float()
                 lr = logits_r[first : first + n, :vocab].float()
-                tokens = torch.tensor(traj["response_ids"])
+                tokens = torch.tensor(traj["response_ids"], device=device)
                 stats = naive_stats(lb, lr, tokens, TOP_P)
-                table = {k: v.numpy() for k, v in stats.items()}
+                table = {k: v.cpu().numpy() for k, v in stats.items()}
                 table.update(position=range(n), token_id=traj["response_ids"])
                 rows.append(
                     pl.DataFrame(table).with_columns(
@@ -205,6 +208,9 @@ def child(mode: str, root: Path, length: int, responses: int, out: Path) -> None
         if rows:
             pl.concat(rows).write_parquet(out)
         extra = {}
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+        extra["gpu_peak_mib"] = torch.cuda.max_memory_allocated() / 2**20
     extra["compute_s"] = time.perf_counter() - start  # scoring only: no start-up, no loading
     print(json.dumps(extra))
 
@@ -212,17 +218,23 @@ def child(mode: str, root: Path, length: int, responses: int, out: Path) -> None
 # ---------------------------------------------------------------- parent
 
 
-def run_child(mode: str, root: Path, length: int, responses: int, out: Path, threads: int) -> dict:
+def run_child(
+    mode: str, root: Path, length: int, responses: int, out: Path, threads: int, device: str
+) -> dict:
     command = [sys.executable, __file__, "--child", mode, "--root", str(root)]
     command += ["--length", str(length), "--responses", str(responses), "--out", str(out)]
+    command += ["--device", device]
     env = os.environ | {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     start = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-    _, status, usage = os.wait4(process.pid, 0)
+    log = out.with_suffix(".stderr")  # a file, not a pipe: a full pipe would block the child
+    with log.open("w") as stderr:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, env=env)
+        _, status, usage = os.wait4(process.pid, 0)
     seconds = time.perf_counter() - start
     stdout = process.stdout.read().decode() if process.stdout else ""
     if status != 0:
-        raise SystemExit(f"{mode} at {length} tokens failed (status {status}): {stdout}")
+        tail = "\n".join(log.read_text().splitlines()[-15:])
+        raise SystemExit(f"{mode} at {length} tokens failed (status {status}): {stdout}\n{tail}")
     peak_mib = usage.ru_maxrss / 1024  # Linux reports KiB
     return {"seconds": seconds, "peak_mib": peak_mib, **json.loads(stdout.strip().splitlines()[-1])}
 
@@ -276,13 +288,16 @@ def main() -> None:
         default=1,
         help="responses of each length scored per process (start-up is paid once per process)",
     )
+    parser.add_argument(
+        "--device", default="cpu", help="cpu or cuda[:N]: where every child runs its models"
+    )
     parser.add_argument("--child", choices=["engine", "naive", "forward"])
     parser.add_argument("--root", type=Path)
     parser.add_argument("--length", type=int)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.root, args.length, args.responses, args.out)
+        child(args.child, args.root, args.length, args.responses, args.out, args.device)
         return
 
     with tempfile.TemporaryDirectory(prefix="divscope-bench-") as tmp:
@@ -290,7 +305,7 @@ def main() -> None:
         build_pair(root, VOCAB, args.logit_scale)
         print(
             f"tiny Qwen2 pair (hidden 64, 2 layers), vocabulary {VOCAB:,}, prompt {PROMPT}, "
-            f"top-p {TOP_P}, CPU, {args.threads} thread(s) per process, {args.responses} "
+            f"top-p {TOP_P}, {args.device}, {args.threads} thread(s) per process, {args.responses} "
             "response(s) of each length per process"
         )
         results: dict[tuple[str, int], dict] = {}
@@ -299,7 +314,7 @@ def main() -> None:
             for mode in modes:
                 out = root / f"{mode}-{length}.parquet"
                 results[mode, length] = run_child(
-                    mode, root, length, args.responses, out, args.threads
+                    mode, root, length, args.responses, out, args.threads, args.device
                 )
                 print(f"  {mode:>7} {length:>5} tokens: {results[mode, length]}", flush=True)
         header = (
