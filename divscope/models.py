@@ -77,21 +77,21 @@ def resolve_dtype(dtype: str, device: str, checkpoint_dtype: Any = None):
     return torch.bfloat16
 
 
-def run_dtype(dtype: str, device: str, device_map: str | None, first: str, revision=None):
+def run_dtype(dtype: str, device: str, device_map, first: str, revision=None):
     """The one dtype every model of a run is loaded in: `dtype`, or for `auto` the first
     model's checkpoint dtype on a GPU (see `resolve_dtype`) and float32 on the CPU.
 
     Args:
         dtype: `auto`, `float32`, `bfloat16` or `float16`.
         device: `auto`, `cpu`, `cuda` or `cuda:N`.
-        device_map: a `from_pretrained` device map (then the models are on GPUs).
+        device_map: a `from_pretrained` device map (`auto`, or module -> device).
         first: the first model (local directory or hub id); only its config is read.
         revision: its hub revision.
 
     Raises:
         DivscopeError: see `resolve_dtype`; a config that cannot be loaded.
     """
-    placement = resolve_device(device) if device_map is None else "cuda"
+    placement = _placement(device, device_map)
     checkpoint = _config_dtype(_load_config(first, revision)) if dtype == "auto" else None
     return resolve_dtype(dtype, placement, checkpoint)
 
@@ -101,7 +101,7 @@ def load_model(
     *,
     dtype: Any = "auto",
     device: str = "auto",
-    device_map: str | None = None,
+    device_map: str | dict | None = None,
     revision: str | None = None,
 ):
     """Load a causal LM in eval mode.
@@ -126,7 +126,7 @@ def load_model(
         logging.disable_progress_bar()
     device = resolve_device(device) if device_map is None else device
     config = _load_config(name_or_path, revision)
-    placement = device if device_map is None else "cuda"
+    placement = _placement(device, device_map)
     torch_dtype = (
         resolve_dtype(dtype, placement, _config_dtype(config)) if isinstance(dtype, str) else dtype
     )
@@ -157,6 +157,19 @@ def load_models(
         name: load_model(path, dtype=torch_dtype, device=device, device_map=device_map)
         for name, path in paths.items()
     }
+
+
+def _placement(device: str, device_map: Any) -> str:
+    """Where the weights compute: the device, or for a device map `cuda` when it names a GPU
+    (a string map such as `auto` does where CUDA is available)."""
+    if device_map is None:
+        return resolve_device(device)
+    if isinstance(device_map, dict):
+        on_cpu = all(str(where) in ("cpu", "disk") for where in device_map.values())
+        return "cpu" if on_cpu else "cuda"
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def _load_config(name_or_path: str, revision: str | None = None):

@@ -109,8 +109,10 @@ def test_one_dtype_per_run_read_from_the_first_model(tmp_path):
         make_tokenizer().save_pretrained(tmp_path / name)
         paths[name] = str(tmp_path / name)
     assert run_dtype("auto", "cpu", None, paths["base"]) == torch.float32
-    assert run_dtype("auto", "cpu", "auto", paths["base"]) == torch.bfloat16  # device_map: GPUs
-    assert run_dtype("auto", "cpu", "auto", paths["rl"]) == torch.float16
+    on_gpu = {"model": 0, "lm_head": 0}  # a device map naming GPU 0: the checkpoint's dtype
+    assert run_dtype("auto", "cpu", on_gpu, paths["base"]) == torch.bfloat16
+    assert run_dtype("auto", "cpu", on_gpu, paths["rl"]) == torch.float16
+    assert run_dtype("auto", "cpu", {"": "cpu"}, paths["base"]) == torch.float32
     models = load_models(paths, dtype="auto", device="cpu", device_map=None)
     assert {m.dtype for m in models.values()} == {torch.float32}
     models = load_models(paths, dtype="bfloat16", device="cpu", device_map=None)
@@ -143,3 +145,13 @@ def test_length_limits_cap_the_default_and_refuse_an_explicit_overflow():
         new_token_limits(prompts, 21, {"base": 320})
     with pytest.raises(DivscopeError, match="fills the base model's context"):
         new_token_limits([("c", [1] * 320)], None, {"base": 320})
+
+
+def test_a_device_map_places_the_model_with_accelerate(tiny_pair):
+    """`--device-map` goes through accelerate: here every module on the CPU, the head named
+    on its own, as a split map names it."""
+    model = load_model(str(tiny_pair[0]), device_map={"model": "cpu", "lm_head": "cpu"})
+    reference = load_model(str(tiny_pair[0]), device="cpu")
+    ids = torch.tensor([[5, 6, 7]])
+    with torch.inference_mode():
+        assert torch.equal(model(input_ids=ids).logits, reference(input_ids=ids).logits)
