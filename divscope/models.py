@@ -321,17 +321,22 @@ def new_token_limits(
     if max_new_tokens is not None and len(longest) + max_new_tokens > limit:
         raise DivscopeError(
             f"prompt_id={longest_id!r} has {len(longest)} tokens; with --max-new-tokens "
-            f"{max_new_tokens} it exceeds the {name} model's context of {limit}. Lower "
+            f"{max_new_tokens} it exceeds {_whose(name)} context of {limit}. Lower "
             f"--max-new-tokens to {max(limit - len(longest), 0)}, or leave it out (then "
             "each response is capped by the context)."
         )
     if len(longest) >= limit:
         raise DivscopeError(
-            f"prompt_id={longest_id!r} has {len(longest)} tokens: it fills the {name} model's "
+            f"prompt_id={longest_id!r} has {len(longest)} tokens: it fills {_whose(name)} "
             f"context of {limit} and leaves no room for a response; shorten it."
         )
     cap = max_new_tokens or MAX_NEW_TOKENS
     return [min(cap, limit - len(ids)) for _, ids in prompts]
+
+
+def _whose(name: str) -> str:
+    """`the base model's`; `the model's` for the one model of `generate` (named `model`)."""
+    return "the model's" if name == "model" else f"the {name} model's"
 
 
 def length_note(
@@ -357,8 +362,8 @@ def length_note(
         ((n, c) for n, c in contexts.items() if c is not None), key=lambda item: item[1]
     )
     return (
-        f"responses are capped at {min(limits):,} new tokens (not {MAX_NEW_TOKENS:,}): the "
-        f"{name} model's context is {limit:,} tokens and the longest prompt has "
+        f"responses are capped at {min(limits):,} new tokens (not {MAX_NEW_TOKENS:,}): "
+        f"{_whose(name)} context is {limit:,} tokens and the longest prompt has "
         f"{max(len(ids) for _, ids in prompts):,}"
     )
 

@@ -95,8 +95,9 @@ class Sampled:
 class Engine(Protocol):
     """Samples `n` responses for each of several prompts."""
 
-    def check(self, prompts: Sequence[tuple[str, list[int]]]) -> None:
-        """Raise a `DivscopeError` before any work if some prompt cannot be sampled."""
+    def check(self, prompts: Sequence[tuple[str, list[int]]]) -> str | None:
+        """Raise a `DivscopeError` before any work if some prompt cannot be sampled; the line
+        saying how the default length cap was capped by the context, if it was."""
         ...
 
     def sample(
@@ -137,11 +138,12 @@ class HFEngine:
         )
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
-    def check(self, prompts: Sequence[tuple[str, list[int]]]) -> None:
-        from divscope.models import context_length, new_token_limits
+    def check(self, prompts: Sequence[tuple[str, list[int]]]) -> str | None:
+        from divscope.models import context_length, length_note, new_token_limits
 
         contexts = {"model": context_length(self.model)}
         new_token_limits(prompts, self.sampling.max_new_tokens, contexts)
+        return length_note(prompts, self.sampling.max_new_tokens, contexts)
 
     def sample(
         self, prompts: Sequence[tuple[str, list[int]]]
@@ -246,15 +248,20 @@ class VLLMEngine:
                 f"({error}); change those options or --dtype."
             ) from error
 
-    def check(self, prompts: Sequence[tuple[str, list[int]]]) -> None:
+    def check(self, prompts: Sequence[tuple[str, list[int]]]) -> str | None:
+        from divscope.models import length_note
+
         self._limits(prompts)
+        return length_note(prompts, self.sampling.max_new_tokens, self._contexts())
+
+    def _contexts(self) -> dict[str, int]:
+        return {"model": self.llm.llm_engine.model_config.max_model_len}
 
     def _limits(self, prompts: Sequence[tuple[str, list[int]]]) -> list[int]:
         """Each prompt's length cap within vLLM's context (--max-model-len or the model's)."""
         from divscope.models import new_token_limits
 
-        contexts = {"model": self.llm.llm_engine.model_config.max_model_len}
-        return new_token_limits(prompts, self.sampling.max_new_tokens, contexts)
+        return new_token_limits(prompts, self.sampling.max_new_tokens, self._contexts())
 
     def sample(
         self, prompts: Sequence[tuple[str, list[int]]]

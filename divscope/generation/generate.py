@@ -37,7 +37,7 @@ from divscope.io import (
     read_table,
     write_table,
 )
-from divscope.progress import Progress
+from divscope.progress import Progress, note
 from divscope.schema import GENERATED
 
 MANIFEST = "generate.json"
@@ -189,7 +189,7 @@ def generate(
     requests = [(keys[i], ids[i]) for i in todo]
     engine = _engine(model, tokenizer, config, dtype, device, device_map) if todo else None
     if engine is not None:
-        engine.check(requests)  # fail before any work, not midway
+        note(engine.check(requests), enabled=progress)  # fail before any work, not midway
     n_responses = n_finished = n_tokens = 0
     with Progress(
         len(keys), desc="generating", unit="prompt", initial=len(done), enabled=progress

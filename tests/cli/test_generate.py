@@ -72,3 +72,20 @@ def test_vllm_options_with_the_hf_engine_are_a_clear_error(tmp_path, tiny_pair):
     assert result.exit_code == 2
     assert "--tensor-parallel-size 2, --gpu-memory-utilization 0.5: vLLM option(s)" in result.output
     assert not (tmp_path / "o").exists()
+
+
+def test_the_default_length_is_capped_by_the_context_and_says_so(tmp_path):
+    """No --max-new-tokens: 8,000, capped by the lab model's context of 320 (printed)."""
+    from pathlib import Path
+
+    lab = Path(__file__).parents[2] / "fixtures" / "lab"
+    question = json.loads((lab / "prompts" / "eval.jsonl").read_text().splitlines()[0])
+    prompts = _prompts(tmp_path / "prompts.jsonl", [question])
+    out = tmp_path / "traj.parquet"
+    result = _run("generate", prompts, "--model", lab / "base", "--n", 2, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "note: responses are capped at" in result.output
+    assert "not 8,000): the model's context is 320 tokens" in result.output
+    table = read_table(out)
+    room = 320 - len(table["prompt_ids"][0])
+    assert (table["n_tokens"] <= room).all()
