@@ -107,7 +107,7 @@ def cross_sample(
     Each policy decides, token by token, whose token is emitted (forward: the RL token where
     JS > --eps, up to each budget). Writes one row per response (n_switches, n_effective,
     switch_positions, correct) and prints accuracy and recovery with 95% CIs per policy and
-    budget. Same --seed, same responses, whatever the batch size.
+    budget. Same --seed, same responses (on a GPU: with the same --batch-size).
     """
     from divscope.analyses.cross_sampling import cross_sampling_curve
     from divscope.decoding.cross_sample import cross_sample as run

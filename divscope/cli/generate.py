@@ -51,8 +51,8 @@ def generate(
         typer.Option(
             "--batch-size",
             min=1,
-            help="Sequences decoded together (hf only; vLLM schedules its own batches); results "
-            "do not depend on it.",
+            help="Sequences decoded together (hf only; vLLM schedules its own batches); on the "
+            "CPU results do not depend on it.",
         ),
     ] = defaults.BATCH_SIZE,
     tensor_parallel_size: options.TensorParallelSize = defaults.VLLM_TENSOR_PARALLEL_SIZE,

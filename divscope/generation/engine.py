@@ -117,7 +117,7 @@ class HFEngine:
         model: the loaded model.
         tokenizer: its tokenizer.
         sampling: n, temperature, top-p, length cap and seed.
-        batch_size: sequences decoded together; results do not depend on it.
+        batch_size: sequences decoded together; on the CPU results do not depend on it.
     """
 
     def __init__(self, model: Any, tokenizer: Any, sampling: Sampling, batch_size: int) -> None:

@@ -55,7 +55,7 @@ class GenerateConfig:
     """Wrap each raw question in the tokenizer's chat template (--chat-template)."""
     batch_size: int = BATCH_SIZE
     """Sequences decoded together (`hf` only: vLLM schedules its own batches over all prompts
-    at once); results do not depend on it."""
+    at once); on the CPU results do not depend on it."""
     vllm: VLLMOptions = VLLMOptions()
     """Tensor parallelism, GPU memory share and context length (`vllm` only)."""
 
