@@ -340,7 +340,9 @@ class _Batch:
         if done.all():
             return True
         if self.config.drop_finished and done.any():
-            keep = torch.from_numpy(np.flatnonzero(~done)).to(self.device)
+            keep = torch.from_numpy(np.flatnonzero(~done))  # [b'] the rows left
+            if self.device.type == "cuda":  # queued behind the step's work, no sync
+                keep = keep.pin_memory().to(self.device, non_blocking=True)
             self.stepper.select(keep)
             self.rows, self.done = self.rows[keep], self.done[keep]
             self.u, self.u_switch = self.u[keep], self.u_switch[keep]

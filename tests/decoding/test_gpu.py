@@ -147,3 +147,25 @@ def test_an_output_head_on_another_device_decodes_the_same(tmp_path):
     }
     assert split["rl"].get_output_embeddings().weight.device == torch.device(head)
     assert _tiny_decode(split, "forward", eps=0.1) == _tiny_decode(single, "forward", eps=0.1)
+
+
+def test_the_decode_loop_syncs_with_the_host_at_most_once_per_step(lab):
+    """divscope's own lines make at most one synchronizing CUDA call per step (the top-p window
+    check); finished rows are found from a copy queued the step before. Counted with torch's
+    sync debug mode, from warnings raised in divscope's files (transformers' mask preparation
+    may sync on its own)."""
+    import warnings
+
+    steps = CONFIG.max_new_tokens
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            decoded = _run(lab, "forward", -1, eps=0.05)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    ours = [w for w in caught if "divscope" in w.filename and "synchroniz" in str(w.message)]
+    batches = -(-len(decoded) // CONFIG.batch_size)
+    setup = 16  # per batch: prompts, masks, uniforms, limits and budgets in; results out
+    where = sorted({f"{w.filename}:{w.lineno}" for w in ours})
+    assert len(ours) <= batches * (steps + setup), where
