@@ -213,8 +213,10 @@ class Loaded:
 
     @property
     def suppressed(self) -> tuple[int, ...]:
-        """Ids never emitted: added/special tokens that the tokenizers do not share."""
-        return self.compatibility.suppressed if self.compatibility else ()
+        """Ids never emitted: added/special tokens that the tokenizers do not share, except
+        stop tokens (a twin's own `<|im_end|>` must still end its responses)."""
+        differing = self.compatibility.suppressed if self.compatibility else ()
+        return tuple(i for i in differing if i not in self.stop)
 
     @property
     def pad_id(self) -> int:

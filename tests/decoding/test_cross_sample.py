@@ -54,3 +54,14 @@ def test_format_summary_names_the_setting_only_when_a_policy_has_several(
     table = format_summary(cross_sampling_curve(results(forward_eps), n_boot=10))
     width = len(expected_rows[0])
     assert [tuple(line.split()[:width]) for line in table.splitlines()] == expected_rows
+
+
+def test_stop_tokens_are_never_suppressed():
+    """A special token that only one tokenizer defines is never emitted, unless it is a stop
+    token (an RL twin's own `<|im_end|>` must still end its responses)."""
+    from divscope.decoding.cross_sample import Loaded
+    from divscope.vocab import Compatibility
+
+    compatibility = Compatibility(("base", "rl"), (50, 50), 50, suppressed=(45, 46))
+    loaded = Loaded(None, [], {}, stop=[2, 46], compatibility=compatibility)
+    assert loaded.suppressed == (45,)
