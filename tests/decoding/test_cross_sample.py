@@ -62,6 +62,8 @@ def test_stop_tokens_are_never_suppressed():
     from divscope.decoding.cross_sample import Loaded
     from divscope.vocab import Compatibility
 
-    compatibility = Compatibility(("base", "rl"), (50, 50), 50, suppressed=(45, 46))
+    compatibility = Compatibility(
+        ("base", "rl"), (50, 50), 50, suppressed=(45, 46), special=(), ordinary=()
+    )
     loaded = Loaded(None, [], {}, stop=[2, 46], compatibility=compatibility)
     assert loaded.suppressed == (45,)
