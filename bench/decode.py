@@ -17,7 +17,8 @@ Two models do twice the model work, so 0.5x of `generate` is parity; the target 
 Without `--models`, a random Llama pair of the given shape is built in memory.
 
 A second table measures the lean decode loop where responses end at different steps (the lab
-models' own EOS; for random models, a random `--eos-share` of the vocabulary stops a row):
+models' own EOS, on the first prompts of `--prompts` when given; for random models, a random
+`--eos-share` of the vocabulary stops a row):
 `forward` as it runs, against the same decode keeping finished rows in the batch to the end
 (`drop_finished=False`) and against that with transformers' `DynamicCache` instead of the
 preallocated one. The tokens are the same in all three (checked).
@@ -91,6 +92,7 @@ def main() -> None:
     parser.add_argument(
         "--eos-share", type=float, default=0.03, help="random models: share of stop ids"
     )
+    parser.add_argument("--prompts", help="lean loop: real prompts (e.g. the lab's eval.jsonl)")
     args = parser.parse_args()
 
     import torch
@@ -161,8 +163,15 @@ def lean_loop(args, models, vocab: int) -> None:
     from divscope.models import load_tokenizer
     from divscope.scoring.stats import StatsConfig
 
+    prompts = None
     if args.models:
-        stops = [load_tokenizer(f"{args.models}/base").eos_token_id]
+        tokenizer = load_tokenizer(f"{args.models}/base")
+        stops = [tokenizer.eos_token_id]
+        if args.prompts:
+            from divscope.io import prompt_token_ids, read_prompts
+
+            frame = read_prompts(args.prompts).head(max(args.batches))
+            prompts = prompt_token_ids(frame, tokenizer, source=args.prompts)
     else:
         generator = torch.Generator().manual_seed(1)
         stops = torch.randperm(vocab, generator=generator)[: int(args.eos_share * vocab)].tolist()
@@ -172,9 +181,12 @@ def lean_loop(args, models, vocab: int) -> None:
     print(f"{'batch':>5} {'mean len':>8} {'lean tok/s':>11} {'keep rows':>10} "
           f"{'+DynamicCache':>14} {'lean/keep':>9} {'lean/both':>9}")  # fmt: skip
     for batch in args.batches:
-        generator = torch.Generator().manual_seed(0)
-        ids = torch.randint(3, vocab, (batch, args.prompt), generator=generator)
-        requests = [Request(f"p{i}", 0, tuple(row.tolist()), -1) for i, row in enumerate(ids)]
+        if prompts is None:
+            generator = torch.Generator().manual_seed(0)
+            ids = torch.randint(3, vocab, (batch, args.prompt), generator=generator).tolist()
+        else:
+            ids = prompts[:batch]
+        requests = [Request(f"p{i}", 0, tuple(row), -1) for i, row in enumerate(ids)]
         results = {}
 
         def run(drop: bool, cache: bool, requests=requests, batch=batch, results=results):
