@@ -264,8 +264,8 @@ def test_dropping_finished_rows_changes_no_token(models, policy, params, batch_s
     stops = [2, 3]
     requests = [
         Request(f"p{i}", sample, tuple(range(7 + i % 5, 12 + i % 7)), budget=4)
-        for i in range(10)
-        for sample in range(4)
+        for i in range(8)
+        for sample in range(3)
     ]
     policy_object = build_policy(policy, **params)
     runs = {}

@@ -75,8 +75,8 @@ def test_a_renamed_special_token_is_warned_about_and_never_emitted(
 ):
     out = tmp_path / "xs.parquet"
     result = _run("cross-sample", questions, "--base", qwen_pair[0], "--rl", qwen_renamed_rl,
-                  "--policy", "forward", "--eps", -1, "--budgets", -1, "--n", 4,
-                  "--max-new-tokens", 6, "--temperature", 5.0,
+                  "--policy", "forward", "--eps", -1, "--budgets", -1, "--n", 2,
+                  "--max-new-tokens", 3, "--temperature", 5.0,
                   "--top-p", 1.0, "--out", out)  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "Warning:" in result.output and "<|im_begin|>" in result.output
