@@ -313,10 +313,10 @@ def new_token_limits(
     """
     from divscope.defaults import MAX_NEW_TOKENS
 
-    known = {name: limit for name, limit in contexts.items() if limit is not None}
-    if not known:
+    smallest = _smallest_context(contexts)
+    if smallest is None:
         return [max_new_tokens or MAX_NEW_TOKENS] * len(prompts)
-    name, limit = min(known.items(), key=lambda item: item[1])
+    name, limit = smallest
     longest_id, longest = max(prompts, key=lambda p: len(p[1]), default=("", ()))
     if max_new_tokens is not None and len(longest) + max_new_tokens > limit:
         raise DivscopeError(
@@ -332,6 +332,12 @@ def new_token_limits(
         )
     cap = max_new_tokens or MAX_NEW_TOKENS
     return [min(cap, limit - len(ids)) for _, ids in prompts]
+
+
+def _smallest_context(contexts: Mapping[str, int | None]) -> tuple[str, int] | None:
+    """The model with the smallest known context and that context (None: no model has one)."""
+    known = [(name, limit) for name, limit in contexts.items() if limit is not None]
+    return min(known, key=lambda item: item[1], default=None)
 
 
 def _whose(name: str) -> str:
@@ -358,14 +364,28 @@ def length_note(
     limits = new_token_limits(prompts, None, contexts)
     if min(limits) >= MAX_NEW_TOKENS:
         return None
-    name, limit = min(
-        ((n, c) for n, c in contexts.items() if c is not None), key=lambda item: item[1]
-    )
+    name, limit = _smallest_context(contexts)  # not None: some prompt was capped
     return (
         f"responses are capped at {min(limits):,} new tokens (not {MAX_NEW_TOKENS:,}): "
         f"{_whose(name)} context is {limit:,} tokens and the longest prompt has "
         f"{max(len(ids) for _, ids in prompts):,}"
     )
+
+
+HEAD_DTYPES: tuple[str | None, ...] = (None, "float32")
+"""The output head's dtypes: None (the weights') or float32 (--head-dtype)."""
+
+
+def check_head_dtype(head_dtype: str | None) -> None:
+    """Raise unless `head_dtype` is one of `HEAD_DTYPES`.
+
+    >>> check_head_dtype("bfloat16")
+    Traceback (most recent call last):
+    ...
+    divscope.errors.DivscopeError: --head-dtype 'bfloat16': only float32 is supported.
+    """
+    if head_dtype not in HEAD_DTYPES:
+        raise DivscopeError(f"--head-dtype {head_dtype!r}: only float32 is supported.")
 
 
 class OutputHead:
@@ -409,6 +429,53 @@ class OutputHead:
         if self.softcap is not None:
             logits = torch.tanh(logits / self.softcap) * self.softcap
         return logits
+
+
+def check_output_head(model, name: str, vocab: int) -> None:
+    """Refuse a model with no output head, or one with fewer rows than the tokenizer has tokens.
+
+    Raises:
+        DivscopeError: naming the model (`name`, e.g. `base`) and what is wrong.
+    """
+    head = model.get_output_embeddings()
+    if head is None or not hasattr(head, "weight"):
+        raise DivscopeError(
+            f"the {name} model ({type(model).__name__}) has no output head "
+            "(get_output_embeddings()); score a causal LM (AutoModelForCausalLM)."
+        )
+    if head.weight.shape[0] < vocab:
+        raise DivscopeError(
+            f"the {name} model's output head has {head.weight.shape[0]} rows but the tokenizer "
+            f"has {vocab} tokens; the model and tokenizer do not belong together."
+        )
+
+
+def check_head_reproduces_logits(model, name: str, ids: Sequence[int], vocab: int) -> None:
+    """Refuse a model whose causal-LM forward transforms its logits in a way `OutputHead` does
+    not reproduce (compared on the probe `ids` against the model's own full forward): the
+    scorer and the lockstep decoder both compute logits with `OutputHead`.
+
+    Raises:
+        DivscopeError: naming the model and the largest difference on the probe.
+    """
+    import torch
+
+    device = model.get_input_embeddings().weight.device
+    with torch.inference_mode():
+        input_ids = torch.tensor([list(ids)], device=device)  # [1, s]
+        expected = model(input_ids=input_ids, use_cache=False).logits[0, :, :vocab].float()
+        hidden = model.get_decoder()(input_ids=input_ids, use_cache=False).last_hidden_state[0]
+        got = OutputHead(model, vocab)(hidden).to(expected.device)  # [s, V]
+    scale = 1.0 + expected.abs().max().item()
+    tolerance = (1e-4 if model.dtype == torch.float32 else 3e-2) * scale
+    error = (got - expected).abs().max().item()
+    if not error <= tolerance:
+        raise DivscopeError(
+            f"the {name} model ({type(model).__name__}) transforms its logits after the output "
+            f"head in a way divscope does not reproduce (max difference {error:.3g} on a probe). "
+            "Its architecture is not supported by divscope's scorer and decoder yet; please file "
+            "an issue."
+        )
 
 
 def describe_model(model, name_or_path: str, revision: str | None = None) -> dict[str, Any]:

@@ -32,7 +32,14 @@ from divscope.decoding.policies import Policy, StepView
 from divscope.decoding.randomness import Stream, uniforms
 from divscope.defaults import BATCH_SIZE, SEED
 from divscope.errors import DivscopeError
-from divscope.models import OutputHead, context_length, new_token_limits
+from divscope.models import (
+    OutputHead,
+    check_head_dtype,
+    check_head_reproduces_logits,
+    check_output_head,
+    context_length,
+    new_token_limits,
+)
 from divscope.progress import Progress
 from divscope.scoring.stats import StatsConfig
 
@@ -70,8 +77,7 @@ class DecodeConfig:
             raise DivscopeError(f"--max-new-tokens must be >= 1, got {self.max_new_tokens}.")
         if self.batch_size < 1:
             raise DivscopeError(f"--batch-size must be >= 1, got {self.batch_size}.")
-        if self.head_dtype not in (None, "float32"):
-            raise DivscopeError(f"--head-dtype {self.head_dtype!r}: only float32 is supported.")
+        check_head_dtype(self.head_dtype)
 
 
 @dataclass(frozen=True)
@@ -234,7 +240,7 @@ def decode(
     if not eos_ids:
         raise DivscopeError("no stop token: the tokenizer defines no eos_token_id; pass --stop.")
     used = {name: models[name] for name in policy.models}
-    limits = _limits(used, requests, config.max_new_tokens)
+    limits = _limits(used, requests, config.max_new_tokens, vocab)
     order = sorted(range(len(requests)), key=lambda i: len(requests[i].prompt_ids))
     results: list[Decoded | None] = [None] * len(requests)
     with (
@@ -253,12 +259,19 @@ def decode(
     return results  # type: ignore[return-value]
 
 
-def _limits(models: Mapping[str, torch.nn.Module], requests, max_new_tokens) -> list[int]:
+def _limits(
+    models: Mapping[str, torch.nn.Module], requests, max_new_tokens, vocab: int
+) -> list[int]:
+    """Each request's length cap, after checking the prompts and the models' output heads."""
     for request in requests:
         if not request.prompt_ids:
             raise DivscopeError(
                 f"prompt_id={request.prompt_id!r}: empty prompt; every prompt needs a token."
             )
+    for name, model in models.items():  # the decoder computes logits with `OutputHead`
+        check_output_head(model, name, vocab)
+        if requests:
+            check_head_reproduces_logits(model, name, requests[0].prompt_ids[:16], vocab)
     prompts = [(r.prompt_id, r.prompt_ids) for r in requests]
     contexts = {name: context_length(model) for name, model in models.items()}
     return new_token_limits(prompts, max_new_tokens, contexts)
@@ -309,7 +322,7 @@ class _Batch:
         for t in range(self.steps):
             self._step(t)
             if seen is not None:  # the copy made at the previous step, complete by now
-                if self._drop(seen.value(), t):
+                if self._drop(seen.value()):
                     break
                 seen = None
             if (t + 1) % CHECK_EVERY == 0 or t + 1 == self.steps:
@@ -335,8 +348,8 @@ class _Batch:
         self.tokens[rows, t] = token
         self.done |= torch.isin(token, self.eos) | (t + 1 >= self.limit)
 
-    def _drop(self, done: np.ndarray, t: int) -> bool:
-        """Drop the rows that were done at step t − 1; True when no row is left."""
+    def _drop(self, done: np.ndarray) -> bool:
+        """Drop the rows of `done` (the copy of the step before); True when no row is left."""
         if done.all():
             return True
         if self.config.drop_finished and done.any():

@@ -26,7 +26,14 @@ from torch import Tensor
 
 from divscope.defaults import BATCH_TOKENS
 from divscope.errors import DivscopeError
-from divscope.models import OutputHead, context_length, vocab_size
+from divscope.models import (
+    OutputHead,
+    check_head_dtype,
+    check_head_reproduces_logits,
+    check_output_head,
+    context_length,
+    vocab_size,
+)
 from divscope.progress import Progress
 from divscope.schema import TOKEN_TABLE, TRAJECTORY_IDS, TRAJECTORY_KEY, require_columns
 from divscope.scoring.stats import StatsConfig, pair_stats
@@ -54,7 +61,6 @@ class ScoreConfig:
     None: as many as keep one float32 [rows, V] buffer within 24 MiB on CPU (the allocator
     then reuses its heap; larger buffers are fresh mappings whose page faults dominate the
     time) or 256 MiB on a GPU."""
-
     head_dtype: str | None = None
     """`float32` computes the output head in float32 from a float32 copy of its weights
     (--head-dtype; see `models.OutputHead` for the memory it costs); None: in the weights'
@@ -63,8 +69,7 @@ class ScoreConfig:
     def __post_init__(self) -> None:
         if self.batch_tokens < 1:
             raise DivscopeError(f"--batch-tokens must be >= 1, got {self.batch_tokens}.")
-        if self.head_dtype not in (None, "float32"):
-            raise DivscopeError(f"--head-dtype {self.head_dtype!r}: only float32 is supported.")
+        check_head_dtype(self.head_dtype)
         if self.chunk_rows is not None and self.chunk_rows < 1:
             raise DivscopeError(f"--chunk-rows must be >= 1, got {self.chunk_rows}.")
 
@@ -207,7 +212,7 @@ class _Plan:
         # The input is prompt + response[:-1]: the last token's own successor is never needed.
         lengths = [len(p) + len(r) - 1 for p, r in zip(prompts, responses, strict=True)]
         for name, model in (("base", base), ("rl", rl)):
-            _check_model(model, name, vocab)
+            check_output_head(model, name, vocab)
             limit = context_length(model)
             if limit is None:
                 continue
@@ -231,7 +236,7 @@ class _Plan:
         )
         if trajectories.height:
             for name, model in (("base", base), ("rl", rl)):
-                _check_head_reproduces_logits(model, name, (prompts[0] + responses[0])[:16], vocab)
+                check_head_reproduces_logits(model, name, (prompts[0] + responses[0])[:16], vocab)
         return plan
 
 
@@ -347,40 +352,6 @@ def _response_hidden(model, prompts: list[list[int]], responses: list[list[int]]
     hidden = out.last_hidden_state  # [B, S, d]
     rows = torch.tensor(row_index, device=hidden.device)
     return hidden[rows, torch.tensor(position_index, device=hidden.device)]  # [N, d]
-
-
-def _check_model(model, name: str, vocab: int) -> None:
-    head = model.get_output_embeddings()
-    if head is None or not hasattr(head, "weight"):
-        raise DivscopeError(
-            f"the {name} model ({type(model).__name__}) has no output head "
-            "(get_output_embeddings()); score a causal LM (AutoModelForCausalLM)."
-        )
-    if head.weight.shape[0] < vocab:
-        raise DivscopeError(
-            f"the {name} model's output head has {head.weight.shape[0]} rows but the tokenizer "
-            f"has {vocab} tokens; the model and tokenizer do not belong together."
-        )
-
-
-def _check_head_reproduces_logits(model, name: str, ids: list[int], vocab: int) -> None:
-    """Refuse models whose causal-LM forward transforms logits in a way `_Head` does not
-    reproduce (compared on a short probe against the model's own full forward)."""
-    device = model.get_input_embeddings().weight.device
-    with torch.inference_mode():
-        input_ids = torch.tensor([ids], device=device)  # [1, s]
-        expected = model(input_ids=input_ids, use_cache=False).logits[0, :, :vocab].float()
-        hidden = model.get_decoder()(input_ids=input_ids, use_cache=False).last_hidden_state[0]
-        got = OutputHead(model, vocab)(hidden).to(expected.device)  # [s, V]
-    scale = 1.0 + expected.abs().max().item()
-    tolerance = (1e-4 if model.dtype == torch.float32 else 3e-2) * scale
-    error = (got - expected).abs().max().item()
-    if not error <= tolerance:
-        raise DivscopeError(
-            f"the {name} model ({type(model).__name__}) transforms its logits after the output "
-            f"head in a way divscope does not reproduce (max difference {error:.3g} on a probe). "
-            "Its architecture is not supported by the chunked scorer yet; please file an issue."
-        )
 
 
 class _TokenPieces:

@@ -302,3 +302,19 @@ def test_suppressed_tokens_are_never_emitted(models):
     decoded = decode(models, _requests(), build_policy("forward", eps=0.1), CONFIG,
                      vocab=VOCAB, eos_ids=EOS, suppressed=banned)  # fmt: skip
     assert not {t for d in decoded for t in d.response_ids} & set(banned)
+
+
+def test_a_model_whose_logits_the_output_head_cannot_reproduce_is_refused(models):
+    """The decoder computes logits from the final hidden states with `OutputHead`, as the
+    scorer does; a causal-LM class that transforms its logits otherwise is refused."""
+    doubled = make_model("llama", vocab_size=48, seed=1)
+    forward = doubled.forward
+
+    def twice(*args, **kwargs):
+        out = forward(*args, **kwargs)
+        out.logits = 2 * out.logits
+        return out
+
+    doubled.forward = twice
+    with pytest.raises(DivscopeError, match="the rl model .* transforms its logits"):
+        _run({"base": models["base"], "rl": doubled}, "forward", _requests(), eps=0.1)
