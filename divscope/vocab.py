@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from divscope.errors import DivscopeError, warn
@@ -27,29 +28,13 @@ _BYTE_FALLBACK = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 _ESCAPED_BYTE = re.compile("[\udc80-\udcff]")  # bytes that `surrogateescape` could not decode
 
 
-def byte_to_unicode() -> dict[int, str]:
-    """GPT-2's byte-level alphabet: the printable character that stands for each byte value.
+@cache
+def _byte_level_to_latin1() -> dict[int, int]:
+    """str.translate table from GPT-2's byte-level characters (`Ġ` for a space, `Ċ` for a
+    newline, ...; transformers' `bytes_to_unicode`) to the Latin-1 character of their byte."""
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
 
-    Printable Latin-1 bytes stand for themselves; the others (control characters, space, ...)
-    are shifted past U+0100, so that a space is `Ġ` and a newline `Ċ`.
-
-    >>> table = byte_to_unicode()
-    >>> table[ord("a")], table[ord(" ")], table[ord("\\n")], len(set(table.values()))
-    ('a', 'Ġ', 'Ċ', 256)
-    """
-    printable = [
-        *range(ord("!"), ord("~") + 1),
-        *range(ord("¡"), ord("¬") + 1),
-        *range(ord("®"), ord("ÿ") + 1),
-    ]
-    shifted = [b for b in range(256) if b not in printable]
-    table = {b: chr(b) for b in printable}
-    table.update({b: chr(256 + n) for n, b in enumerate(shifted)})
-    return table
-
-
-# str.translate table from the byte-level characters to the Latin-1 character of their byte.
-_BYTE_LEVEL_TO_LATIN1 = {ord(char): byte for byte, char in byte_to_unicode().items()}
+    return {ord(char): byte for byte, char in bytes_to_unicode().items()}
 
 
 def readable(raw: bytes) -> str:
@@ -317,7 +302,7 @@ def _decoder_types(state: Any):
 
 
 def _byte_level_bytes(token: str) -> bytes:
-    latin1 = token.translate(_BYTE_LEVEL_TO_LATIN1)
+    latin1 = token.translate(_byte_level_to_latin1())
     try:
         return latin1.encode("latin-1")
     except UnicodeEncodeError:  # a character outside the byte-level alphabet: keep its UTF-8

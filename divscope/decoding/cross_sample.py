@@ -205,11 +205,9 @@ class Loaded:
     """Every id that ends a response (`models.stop_ids`)."""
     compatibility: Compatibility | None
     """What the tokenizers share (None: one model): the `suppressed` ids are never emitted."""
-
-    @property
-    def vocab(self) -> int:
-        """The shared vocabulary size."""
-        return self.compatibility.vocab if self.compatibility else len(self.tokenizer)
+    vocab: int
+    """The ids every model's tokenizer holds: `compatibility.vocab`, or the one tokenizer's
+    size."""
 
     @property
     def suppressed(self) -> tuple[int, ...]:
@@ -284,7 +282,7 @@ def load(
     models = load_models(paths, dtype=dtype, device=device, device_map=device_map)
     vocab = compatibility.vocab if compatibility else len(tokenizer)
     stop_list = stop_ids(tokenizers, models, stop, vocab=vocab)
-    return Loaded(tokenizer, prompt_ids, models, stop_list, compatibility)
+    return Loaded(tokenizer, prompt_ids, models, stop_list, compatibility, vocab)
 
 
 def note_length_cap(

@@ -65,5 +65,5 @@ def test_stop_tokens_are_never_suppressed():
     compatibility = Compatibility(
         ("base", "rl"), (50, 50), 50, suppressed=(45, 46), special=(), ordinary=()
     )
-    loaded = Loaded(None, [], {}, stop=[2, 46], compatibility=compatibility)
+    loaded = Loaded(None, [], {}, stop=[2, 46], compatibility=compatibility, vocab=50)
     assert loaded.suppressed == (45,)
