@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from divscope.errors import DivscopeError
+from divscope.parts import (
+    JSONL_SUFFIXES,
+    METADATA_KEY,
+    PARQUET_SUFFIXES,
+    manifest_files,
+    remove,
+    temporary,
+    write_atomically,
+)
 from divscope.schema import (
     CROSS_SAMPLE,
     PROMPT_IDS,
@@ -33,10 +41,6 @@ from divscope.schema import (
     TRAJECTORY_TEXT,
     require_columns,
 )
-
-METADATA_KEY = b"divscope"
-PARQUET_SUFFIXES = (".parquet", ".pq")
-JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 
 
 def read_table(path: str | os.PathLike) -> pl.DataFrame:
@@ -67,6 +71,11 @@ def read_table(path: str | os.PathLike) -> pl.DataFrame:
 
 
 def _part_files(directory: Path) -> list[Path]:
+    """The parts of a directory: those its manifest lists, verified, in unit order (a run of
+    `score`, `generate` or `cross-sample`), else every `part-*.parquet` in name order."""
+    listed = manifest_files(directory, full=True)
+    if listed is not None:
+        return listed
     parts = sorted(directory.glob("part-*.parquet"))
     if not parts:
         raise DivscopeError(f"{directory}: directory holds no part-*.parquet files.")
@@ -93,7 +102,7 @@ def write_table(frame: pl.DataFrame, path: str | os.PathLike, *, overwrite: bool
             tmp.mkdir()
             frame.write_parquet(tmp / "part-00000.parquet", compression="zstd")
 
-    _write_atomically(path, write)
+    write_atomically(path, write)
     return path
 
 
@@ -105,7 +114,7 @@ def write_json(document: Any, path: str | os.PathLike, *, overwrite: bool = Fals
     """
     path = TokenTableWriter.check_target(path, overwrite=overwrite)
     text = json.dumps(document, indent=2) + "\n"
-    _write_atomically(path, lambda tmp: tmp.write_text(text))
+    write_atomically(path, lambda tmp: tmp.write_text(text))
     return path
 
 
@@ -116,26 +125,6 @@ def table_name(path: str | os.PathLike) -> str:
     ('rl', 'sft')
     """
     return Path(path).stem  # a directory of parts has no suffix: its stem is its name
-
-
-def _temporary(path: Path) -> Path:
-    """The hidden name next to `path` that an output is written under before it is complete."""
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
-
-
-def _write_atomically(path: Path, write: Callable[[Path], None]) -> None:
-    """Call `write` on `path`'s temporary name, then rename the result to `path` (replacing
-    what was there); if `write` fails, remove the temporary output and leave `path` as it was."""
-    tmp = _temporary(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _remove(tmp)
-    try:
-        write(tmp)
-    except BaseException:
-        _remove(tmp)
-        raise
-    _remove(path)
-    tmp.rename(path)
 
 
 # ---------------------------------------------------------------- trajectories
@@ -265,7 +254,7 @@ class TokenTableWriter:
         self.schema = token_table_arrow_schema(metadata)
         self.rows_per_part = rows_per_part
         self.rows_written = 0
-        self._tmp = _temporary(self.path)
+        self._tmp = temporary(self.path)
         self._writer: pq.ParquetWriter | None = None
         self._part_rows = 0
         self._n_parts = 0
@@ -282,7 +271,7 @@ class TokenTableWriter:
 
     def __enter__(self) -> TokenTableWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        _remove(self._tmp)
+        remove(self._tmp)
         if not self.single_file:
             self._tmp.mkdir()
         return self
@@ -313,17 +302,10 @@ class TokenTableWriter:
         if self._writer is not None:
             self._writer.close()
         if exc_type is not None:
-            _remove(self._tmp)
+            remove(self._tmp)
             return
-        _remove(self.path)
+        remove(self.path)
         self._tmp.rename(self.path)
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir():
-        shutil.rmtree(path)
-    elif path.exists():
-        path.unlink()
 
 
 def _token_table_files(path: Path) -> list[Path]:
@@ -434,40 +416,16 @@ def prompt_token_ids(frame: pl.DataFrame, tokenizer: Any, *, source: str) -> lis
 # ---------------------------------------------------------------- cross-sample results
 
 
-def write_cross_sample(
-    frame: pl.DataFrame,
-    path: str | os.PathLike,
-    metadata: Mapping[str, Any],
-    *,
-    overwrite: bool = False,
-) -> Path:
-    """Write cross-sample results atomically (temporary name, then rename).
-
-    The contract columns are cast to their `CROSS_SAMPLE` types and come first; other columns
-    (policy parameters) follow. A `.parquet` path also stores `metadata` (as the token table
-    does); a `.jsonl` path does not.
+def cross_sample_frame(frame: pl.DataFrame) -> pl.DataFrame:
+    """Cross-sample results as written: the contract columns cast to their `CROSS_SAMPLE` types
+    and first, other columns (policy parameters) after.
 
     Raises:
-        DivscopeError: a missing column, an unknown suffix, or an existing output without
-            `overwrite`.
+        DivscopeError: a missing contract column.
     """
-    path = TokenTableWriter.check_target(path, overwrite=overwrite)
-    if path.suffix not in (*PARQUET_SUFFIXES, ".jsonl"):
-        raise DivscopeError(f"{path}: cross-sample results are written as .parquet or .jsonl.")
     require_columns(frame.columns, CROSS_SAMPLE, source="results", what="cross-sample results")
     extra = [c for c in frame.columns if c not in CROSS_SAMPLE]
-    frame = frame.select(*(pl.col(c).cast(t) for c, t in CROSS_SAMPLE.items()), *extra)
-
-    def write(tmp: Path) -> None:
-        if path.suffix == ".jsonl":
-            frame.write_ndjson(tmp)
-        else:
-            table = frame.to_arrow()
-            meta = {METADATA_KEY: json.dumps(dict(metadata), default=str)}
-            pq.write_table(table.replace_schema_metadata(meta), tmp, compression="zstd")
-
-    _write_atomically(path, write)
-    return path
+    return frame.select(*(pl.col(c).cast(t) for c, t in CROSS_SAMPLE.items()), *extra)
 
 
 def read_cross_sample(path: str | os.PathLike) -> pl.DataFrame:

@@ -8,15 +8,22 @@ test), but the hub path is the one users run.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from divscope.errors import DivscopeError
+
+if TYPE_CHECKING:
+    import torch
 
 DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
 
 
-def resolve_device(device: str = "auto") -> str:
+def resolve_device(device: str = "auto", flag: str = "--device") -> str:
     """`auto` → `cuda` when a GPU is visible, else `cpu`; other values are checked and kept.
+
+    Args:
+        device: `auto`, `cpu`, `cuda` or `cuda:N`.
+        flag: the option that gave it, for error messages (`--base-device`).
 
     Raises:
         DivscopeError: an unknown device string or a CUDA device that is not available.
@@ -29,16 +36,15 @@ def resolve_device(device: str = "auto") -> str:
         return device
     if device == "cuda" or device.startswith("cuda:"):
         if not torch.cuda.is_available():
+            raise DivscopeError(f"{flag} {device}: no CUDA device is available; use {flag} cpu.")
+        index, count = device.partition(":")[2], torch.cuda.device_count()
+        if index and (not index.isdigit() or int(index) >= count):
+            listed = ", ".join(f"cuda:{i}" for i in range(count))
             raise DivscopeError(
-                f"--device {device}: no CUDA device is available; use --device cpu."
-            )
-        index = device.partition(":")[2]
-        if index and (not index.isdigit() or int(index) >= torch.cuda.device_count()):
-            raise DivscopeError(
-                f"--device {device}: there are {torch.cuda.device_count()} CUDA device(s)."
+                f"{flag} {device}: there are {count} CUDA device(s) ({listed}); use one of them."
             )
         return device
-    raise DivscopeError(f"--device {device!r}: use auto, cpu, cuda or cuda:N.")
+    raise DivscopeError(f"{flag} {device!r}: use auto, cpu, cuda or cuda:N.")
 
 
 def resolve_dtype(dtype: str, device: str, checkpoint_dtype: Any = None):
@@ -111,17 +117,23 @@ def load_model(
         dtype: `auto`, `float32`, `bfloat16` or `float16` (see `resolve_dtype`), or a torch
             dtype (a run's, from `run_dtype`).
         device: `auto`, `cpu`, `cuda` or `cuda:N`; ignored when `device_map` is given.
-        device_map: passed to `from_pretrained` (e.g. `auto`) for models larger than one GPU.
+        device_map: passed to `from_pretrained` (e.g. `auto`) for models larger than one GPU;
+            needs accelerate (`pip install 'divscope[big]'`).
         revision: a hub branch, tag or commit.
 
     Raises:
-        DivscopeError: the model cannot be found or loaded.
+        DivscopeError: the model cannot be found or loaded, `device_map` without accelerate,
+            or a device map that leaves weights offloaded (`check_not_offloaded`).
     """
+    from importlib.util import find_spec
+
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging
 
     from divscope.progress import is_terminal
 
+    if device_map is not None and find_spec("accelerate") is None:
+        raise DivscopeError("--device-map needs accelerate: pip install 'divscope[big]'.")
     if not is_terminal():  # its "Loading weights" bar would redraw line after line into the log
         logging.disable_progress_bar()
     device = resolve_device(device) if device_map is None else device
@@ -138,11 +150,45 @@ def load_model(
         raise DivscopeError(f"model {name_or_path!r}: could not load weights ({error}).") from error
     if device_map is None:
         model = model.to(device)
+    else:
+        check_not_offloaded(model, name_or_path)
     return model.eval()
 
 
+def check_not_offloaded(model, name_or_path: str) -> None:
+    """Refuse a model that a device map left partly offloaded: accelerate keeps such weights on
+    the `meta` device (in CPU memory or on disk) and copies them in at every forward, which
+    the output head divscope computes itself cannot use, and which is slow.
+
+    Raises:
+        DivscopeError: naming the model, a few of its offloaded modules and what to do.
+    """
+    offloaded = [name for name, p in model.named_parameters() if p.device.type == "meta"]
+    if not offloaded:
+        return
+    placed = getattr(model, "hf_device_map", None) or {}
+
+    def module(parameter: str) -> str:
+        """The device map's entry holding `parameter`, else the module that owns it."""
+        entries = [m for m in placed if m == "" or parameter.startswith(f"{m}.")]
+        return max(entries, key=len, default=parameter.rpartition(".")[0]) or "the whole model"
+
+    modules = list(dict.fromkeys(module(name) for name in offloaded))
+    shown = ", ".join(modules[:3]) + (f" and {len(modules) - 3} more" if len(modules) > 3 else "")
+    raise DivscopeError(
+        f"model {name_or_path!r}: the device map offloaded {shown} to the CPU or disk (the "
+        "model does not fit on the GPUs); divscope needs every weight on a device. Use more or "
+        "larger GPUs, a smaller --dtype, or --base-device/--rl-device on separate GPUs."
+    )
+
+
 def load_models(
-    paths: Mapping[str, str], *, dtype: str, device: str, device_map: str | None
+    paths: Mapping[str, str],
+    *,
+    dtype: str,
+    device: str,
+    device_map: str | None,
+    devices: Mapping[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """Load every model of a run in one dtype (`run_dtype`, read from the first model).
 
@@ -151,12 +197,77 @@ def load_models(
         dtype: `auto`, `float32`, `bfloat16` or `float16`.
         device: `auto`, `cpu`, `cuda` or `cuda:N`.
         device_map: passed to `from_pretrained`.
+        devices: model name -> its own device (`cpu`, `cuda`, `cuda:N`; `--base-device`,
+            `--rl-device`), overriding `device` for it; None (or a model left out): `device`.
+
+    Raises:
+        DivscopeError: a model's own device that is unknown or absent (naming its flag), or
+            given together with `device_map`; see `load_model`.
     """
-    torch_dtype = run_dtype(dtype, device, device_map, next(iter(paths.values())))
+    placed = model_devices(paths, device, device_map, devices)
+    first = next(iter(paths))
+    torch_dtype = run_dtype(dtype, placed[first], device_map, paths[first])
     return {
-        name: load_model(path, dtype=torch_dtype, device=device, device_map=device_map)
+        name: load_model(path, dtype=torch_dtype, device=placed[name], device_map=device_map)
         for name, path in paths.items()
     }
+
+
+def model_devices(
+    paths: Mapping[str, str],
+    device: str,
+    device_map: str | dict | None,
+    devices: Mapping[str, str | None] | None,
+) -> dict[str, str]:
+    """Each model's device: its own (checked, `--base-device`), else `device` (as given).
+
+    >>> model_devices({"base": "b", "rl": "r"}, "auto", None, {"base": "cpu", "rl": None})
+    {'base': 'cpu', 'rl': 'auto'}
+    >>> model_devices({"base": "b"}, "auto", "auto", {"base": "cpu"})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    divscope.errors.DivscopeError: --base-device cpu cannot be combined with --device-map auto...
+
+    Raises:
+        DivscopeError: an unknown or absent device, or own devices together with `device_map`.
+    """
+    own = {n: where for n, where in (devices or {}).items() if where is not None and n in paths}
+    if own and device_map is not None:
+        given = ", ".join(f"{device_flag(name)} {where}" for name, where in own.items())
+        raise DivscopeError(
+            f"{given} cannot be combined with --device-map {device_map}: place each model on "
+            "its own device, or let the device map spread them, not both."
+        )
+    return {
+        name: resolve_device(own[name], device_flag(name)) if name in own else device
+        for name in paths
+    }
+
+
+def device_flag(name: str) -> str:
+    """The option that places model `name` on its own device.
+
+    >>> device_flag("rl")
+    '--rl-device'
+    """
+    return f"--{name.replace('_', '-')}-device"
+
+
+def describe_placement(
+    device: str, device_map: str | dict | None, devices: Mapping[str, str | None] | None = None
+) -> str:
+    """Where a run put its models, for the output's metadata (`device`): `--device`, or the
+    device map, then each model's own device.
+
+    >>> describe_placement("auto", None, {"base": "cuda:0", "rl": "cuda:1"})
+    'auto, base=cuda:0, rl=cuda:1'
+    >>> describe_placement("cuda", "auto")
+    'device_map=auto'
+    """
+    if device_map is not None:
+        return f"device_map={device_map}"
+    own = [f"{name}={where}" for name, where in (devices or {}).items() if where is not None]
+    return ", ".join([device, *own])
 
 
 def _placement(device: str, device_map: Any) -> str:
@@ -399,17 +510,29 @@ class OutputHead:
         dtype: `float32`: multiply in float32, from a float32 copy of the head (fewer exact
             ties among bf16 logits; costs 4 bytes per vocabulary entry and hidden unit, e.g.
             2.2 GB for a 152k x 3,584 head). None: in the weights' dtype.
+        device: where the logits are computed, when not on the head's own device (the
+            statistics device of a run whose models sit on several devices): a copy of the
+            head's rows (V x d) is kept there and the hidden states `[rows, d]` go to it, so
+            no `[rows, V]` logits ever cross devices. None: the head's device.
     """
 
-    def __init__(self, model, vocab: int, dtype: str | None = None) -> None:
+    def __init__(
+        self,
+        model,
+        vocab: int,
+        dtype: str | None = None,
+        device: str | torch.device | None = None,
+    ) -> None:
+        import torch
+
         head = model.get_output_embeddings()
-        self.weight = head.weight[:vocab]  # [V, d]; a view, padded rows dropped
+        weight = head.weight[:vocab]  # [V, d]; a view, padded rows dropped
         bias = getattr(head, "bias", None)
-        self.bias = None if bias is None else bias[:vocab]
-        if dtype == "float32":
-            self.weight = self.weight.float()
-            self.bias = None if self.bias is None else self.bias.float()
-        self.device = self.weight.device
+        self.device = weight.device if device is None else _indexed(torch.device(device))
+        wide = torch.float32 if dtype == "float32" else weight.dtype
+        # At most one copy (to float32, to `device`, or both); none when neither changes.
+        self.weight = weight.to(device=self.device, dtype=wide)
+        self.bias = None if bias is None else bias[:vocab].to(device=self.device, dtype=wide)
         config = model.config.get_text_config()
         self.softcap = getattr(config, "final_logit_softcapping", None)
         scale = getattr(config, "logit_scale", None)  # Cohere multiplies
@@ -429,6 +552,16 @@ class OutputHead:
         if self.softcap is not None:
             logits = torch.tanh(logits / self.softcap) * self.softcap
         return logits
+
+
+def _indexed(device: torch.device) -> torch.device:
+    """`cuda` as the `cuda:N` it stands for (the current GPU), so that it compares equal to the
+    device of a tensor there; other devices as they are."""
+    import torch
+
+    if device.type == "cuda" and device.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
 
 
 def check_output_head(model, name: str, vocab: int) -> None:

@@ -28,7 +28,12 @@ def cross_sample(
             "gated, entropy, mixture, rast (e.g. base,rl,forward for recovery).",
         ),
     ],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Results: a .parquet or .jsonl file.")],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", "-o", help="Results: a .parquet or .jsonl file, or a directory of parts."
+        ),
+    ],
     rl: options.OptionalRLModel = None,
     eps: Annotated[
         float | None,
@@ -101,18 +106,22 @@ def cross_sample(
     chat_template: options.ChatTemplate = False,
     allow_tokenizer_mismatch: options.AllowTokenizerMismatch = False,
     overwrite: options.Overwrite = False,
+    resume: options.Resume = False,
+    shard: options.Shard = None,
 ) -> None:
     """Decode --n responses per prompt of PROMPTS with --base and --rl in lockstep.
 
     Each policy decides, token by token, whose token is emitted (forward: the RL token where
     JS > --eps, up to each budget). Writes one row per response (n_switches, n_effective,
     switch_positions, correct) and prints accuracy and recovery with 95% CIs per policy and
-    budget. Same --seed, same responses (on a GPU: with the same --batch-size).
+    budget. Same --seed, same responses (on a GPU: with the same --batch-size). Results are
+    written in parts as they are done; --resume continues an interrupted run.
     """
     from divscope.analyses.cross_sampling import cross_sampling_curve
     from divscope.decoding.cross_sample import cross_sample as run
     from divscope.decoding.cross_sample import format_summary
     from divscope.decoding.settings import parse_budgets, parse_policies
+    from divscope.parts import written
 
     budget_list = parse_budgets(budgets)
     policies = parse_policies(
@@ -155,9 +164,14 @@ def cross_sample(
         chat_template=chat_template,
         allow_tokenizer_mismatch=allow_tokenizer_mismatch,
         overwrite=overwrite,
+        resume=resume,
+        shard=shard,
     )
+    if results is None:
+        typer.echo(written(out, complete=False))
+        return
     if grader is None:
         typer.echo(f"{results.height} responses, ungraded (pass --grader to grade them).")
     else:
         typer.echo(format_summary(cross_sampling_curve(results, seed=seed)))
-    typer.echo(f"wrote {out}")
+    typer.echo(written(out, complete=True))

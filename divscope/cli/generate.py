@@ -62,13 +62,15 @@ def generate(
     device: options.Device = defaults.DEVICE,
     device_map: options.DeviceMap = None,
     overwrite: options.Overwrite = False,
+    resume: options.Resume = False,
+    shard: options.Shard = None,
 ) -> None:
     """Sample --n responses per prompt of PROMPTS from --model and write trajectories to --out.
 
     Rows carry token ids and text (prompt_ids, response_ids, prompt, response), n_tokens,
-    finished (ended with EOS) and the prompts' other columns (e.g. answer). An interrupted run
-    resumes where it stopped when rerun with the same settings. --engine vllm queues every
-    prompt at once and writes each prompt as soon as its --n responses are done.
+    finished (ended with EOS) and the prompts' other columns (e.g. answer). Each prompt is
+    written as soon as its --n responses are done; an interrupted run continues where it
+    stopped with --resume. --engine vllm queues every prompt at once.
     """
     from divscope.generation import GenerateConfig, Sampling, VLLMOptions
     from divscope.generation.generate import generate as run
@@ -102,5 +104,7 @@ def generate(
         device=device,
         device_map=device_map,
         overwrite=overwrite,
+        resume=resume,
+        shard=shard,
     )
     typer.echo(report.format())

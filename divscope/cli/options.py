@@ -14,6 +14,23 @@ RLModel = Annotated[
     str, typer.Option("--rl", help="RL-fine-tuned model: a local directory or a hub id.")
 ]
 Overwrite = Annotated[bool, typer.Option("--overwrite", help="Replace the output if it exists.")]
+Resume = Annotated[
+    bool,
+    typer.Option(
+        "--resume",
+        help="Continue an interrupted run (or start it): keep the finished parts of --out, "
+        "after checking that its manifest has the same settings and inputs, and do the rest.",
+    ),
+]
+Shard = Annotated[
+    str | None,
+    typer.Option(
+        "--shard",
+        help="i/n: do share i (0..n-1) of the work, as one of n independent processes (e.g. "
+        "--shard $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT); --out must be a directory. "
+        "Not needed under torchrun, which shares the work by itself.",
+    ),
+]
 DType = Annotated[
     str,
     typer.Option(

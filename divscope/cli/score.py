@@ -46,14 +46,18 @@ def score(
     device: options.Device = defaults.DEVICE,
     device_map: options.DeviceMap = None,
     overwrite: options.Overwrite = False,
+    resume: options.Resume = False,
+    shard: options.Shard = None,
     allow_tokenizer_mismatch: options.AllowTokenizerMismatch = False,
 ) -> None:
     """Score every response token of TRAJECTORIES under --base and --rl.
 
     Writes one row per response token (JS on top-p truncated distributions, cross-entropy,
     KL, entropies, ranks, top-k overlaps; see docs/contracts.md) and prints a one-screen summary.
+    The table is written in parts as they are scored; --resume continues an interrupted run.
     """
     from divscope.scoring import ScoreConfig, StatsConfig
+    from divscope.parts import written
     from divscope.scoring.score import score as run
 
     config = ScoreConfig(
@@ -72,7 +76,10 @@ def score(
         device=device,
         device_map=device_map,
         overwrite=overwrite,
+        resume=resume,
+        shard=shard,
         allow_tokenizer_mismatch=allow_tokenizer_mismatch,
     )
-    typer.echo(summary.format())
-    typer.echo(f"wrote {out}")
+    if summary is not None:
+        typer.echo(summary.format())
+    typer.echo(written(out, complete=summary is not None))

@@ -20,8 +20,13 @@ from divscope.decoding.lockstep import DecodeConfig, Decoded, Request
 from divscope.decoding.policies import Policy
 from divscope.defaults import BUDGETS, DEVICE, DTYPE, GRADE_TIMEOUT, SAMPLES
 from divscope.errors import DivscopeError
+from divscope.parts import settings_digest
+from divscope.progress import Progress
 from divscope.schema import CROSS_SAMPLE_PARAMS, SETTING_COLUMNS
 from divscope.vocab import Compatibility
+
+PART_ROWS = 64
+"""Responses per part of a cross-sample output: what a killed run loses at most, per process."""
 
 MODEL_FLAGS: dict[str, str] = {
     "base": "--base",
@@ -52,15 +57,20 @@ def cross_sample(
     chat_template: bool = False,
     allow_tokenizer_mismatch: bool = False,
     overwrite: bool = False,
+    resume: bool = False,
+    shard: str | None = None,
+    part_rows: int = PART_ROWS,
     progress: bool = True,
-) -> pl.DataFrame:
+) -> pl.DataFrame | None:
     """Decode `n` responses per prompt under each policy (and budget), grade them, write them.
 
     Args:
         prompts: Parquet or JSONL prompts (`prompt_id`, `prompt` or `prompt_ids`, `answer`).
         base: the base model, a local directory or a hub id.
         policies: the policies to run, e.g. `[Base(), RL(), Forward(eps=0.05)]`.
-        out: the results, `.parquet` or `.jsonl`, written atomically.
+        out: the results: a `.parquet` or `.jsonl` file, or a directory of parts. Written in
+            parts, one per chunk of prompts and setting (`divscope.parts`), each as soon as it
+            is decoded and graded; a file is assembled from them at the end.
         rl: the RL model (not needed by `base` and `rast`).
         budgets: switch budgets of the budgeted policies (−1 = unlimited); the other
             policies run once with budget −1.
@@ -78,15 +88,24 @@ def cross_sample(
         chat_template: wrap each raw question in the base tokenizer's chat template.
         allow_tokenizer_mismatch: compare models whose ordinary vocabularies differ.
         overwrite: replace an existing output.
-        progress: show progress bars (and the length cap note) on stderr.
+        resume: continue an interrupted run (or start it): keep the parts written, after
+            checking that the settings and prompts are the same, and do the rest.
+        shard: `i/n`: do share i of n of the parts, as one of n independent processes (a SLURM
+            array); `out` must then be a directory. Under torchrun each process takes its
+            share by itself.
+        part_rows: responses per part (a chunk holds ceil(part_rows / n) prompts); fixed by
+            the first run of an output.
+        progress: show a progress bar (and the length cap note) on stderr.
 
     Returns:
         The results as written (docs/contracts.md, "Cross-sample results", plus
-        `CROSS_SAMPLE_PARAMS`).
+        `CROSS_SAMPLE_PARAMS`), or None when the output is not complete yet: a share whose
+        other shares are still running.
 
     Raises:
         DivscopeError: bad prompts, budgets or grader, a missing model, models whose ordinary
-            vocabularies differ, or an existing output without `overwrite`.
+            vocabularies differ, an existing output without `overwrite` or `resume`, or one
+            made with other settings.
 
     Example:
         >>> import divscope
@@ -98,11 +117,14 @@ def cross_sample(
     """
     from divscope import __version__
     from divscope.decoding.lockstep import decode
+    from divscope.distributed import current_world
     from divscope.grading import GradeConfig, get_grader, grade_table
-    from divscope.io import TokenTableWriter, read_prompts, write_cross_sample
+    from divscope.io import cross_sample_frame, read_cross_sample, read_prompts
     from divscope.models import describe_model
+    from divscope.parts import Parts, check_output
 
-    TokenTableWriter.check_target(out, overwrite=overwrite)
+    world = current_world(shard, device)
+    check_output(out, world)
     if n < 1:
         raise DivscopeError(f"--n must be >= 1, got {n}.")
     if not policies:
@@ -123,72 +145,91 @@ def cross_sample(
         if paths[name] is None:
             users = ", ".join(p.name for p in policies if name in p.models)
             raise DivscopeError(f"policy {users} needs {MODEL_FLAGS[name]}.")
-    loaded = load(
-        frame,
-        str(prompts),
-        {name: paths[name] for name in needed},
-        dtype=dtype,
-        device=device,
-        device_map=device_map,
-        stop=stop,
-        chat_template=chat_template,
-        allow_tokenizer_mismatch=allow_tokenizer_mismatch,
-    )
-    tokenizer, models = loaded.tokenizer, loaded.models
-    keys = frame["prompt_id"].to_list()
-    note_length_cap(keys, loaded.prompt_ids, config.max_new_tokens, models, enabled=progress)
-
-    parts = []
-    for policy in policies:
-        # One decode per budget: every run then batches the same rows the same way, so the
-        # models see identical batches and the reproduction invariants hold bit for bit.
-        for budget in budgets if policy.budgeted else (-1,):
-            requests = [
-                Request(prompt_id, sample, tuple(ids), budget)
-                for prompt_id, ids in zip(keys, loaded.prompt_ids, strict=True)
-                for sample in range(n)
-            ]
-            decoded = decode(
-                models,
-                requests,
-                policy,
-                config,
-                vocab=loaded.vocab,
-                eos_ids=loaded.stop,
-                pad_id=loaded.pad_id,
-                suppressed=loaded.suppressed,
-                progress=progress,
-            )
-            texts = tokenizer.batch_decode(
-                [d.response_ids for d in decoded], skip_special_tokens=True
-            )
-            parts.append(_results_frame(policy, requests, decoded, texts, config))
-    results = pl.concat(parts, how="vertical")
-    if grader is not None:
-        answers = frame.select("prompt_id", "answer")
-        grading = GradeConfig(grader, timeout=grade_timeout)
-        results = grade_table(results, grading, answers=answers)
-    metadata = {
-        "models": {name: describe_model(model, paths[name]) for name, model in models.items()},
-        "prompts": str(Path(prompts)),
-        "policies": [{"policy": p.name, **p.params()} for p in policies],
-        "budgets": list(budgets),
+    # The units of work: each chunk of prompts under each setting (policy and budget). Every
+    # setting decodes the same chunks, so the models see identical batches across settings
+    # and the reproduction invariants between policies hold bit for bit.
+    runs = [(p, b) for p in policies for b in (budgets if p.budgeted else (-1,))]
+    per_chunk = -(-part_rows // n)  # prompts per chunk
+    chunks = [
+        range(lo, min(lo + per_chunk, frame.height)) for lo in range(0, frame.height, per_chunk)
+    ]
+    settings = {
+        "prompts_sha256": settings_digest(frame.to_dicts()),
+        "models": {name: paths[name] for name in needed},
+        "runs": [{"policy": p.name, **p.params(), "budget": b} for p, b in runs],
         "n": n,
+        "prompts_per_part": per_chunk,
         "temperature": config.sampling.temperature,
         "top_p": config.sampling.top_p,
         "max_new_tokens": config.max_new_tokens,
         "head_dtype": config.head_dtype,
-        "chat_template": chat_template,
         "seed": config.seed,
+        "stop": list(stop),
+        "chat_template": chat_template,
         "grader": grader,
         "dtype": dtype,
-        **loaded.metadata(),
-        "device": device if device_map is None else f"device_map={device_map}",
         "divscope_version": __version__,
-        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    write_cross_sample(results, out, metadata, overwrite=overwrite)
-    return results
+    parts = Parts.start(
+        out, "cross-sample", settings, len(runs) * len(chunks),
+        resume=resume, overwrite=overwrite, world=world,
+    )  # fmt: skip
+    costs = [len(chunks[u % len(chunks)]) for u in range(len(runs) * len(chunks))]
+    mine = [] if parts.finished else world.share(costs)
+    done = parts.done(mine)
+    todo = [u for u in mine if u not in done]
+    if todo:
+        loaded = load(
+            frame,
+            str(prompts),
+            {name: paths[name] for name in needed},
+            dtype=dtype,
+            device=world.device(device),
+            device_map=device_map,
+            stop=stop,
+            chat_template=chat_template,
+            allow_tokenizer_mismatch=allow_tokenizer_mismatch,
+        )
+        keys = frame["prompt_id"].to_list()
+        note_length_cap(
+            keys, loaded.prompt_ids, config.max_new_tokens, loaded.models, enabled=progress
+        )
+        metadata = {
+            **settings,
+            "models": {
+                name: describe_model(model, paths[name]) for name, model in loaded.models.items()
+            },
+            "prompts": str(Path(prompts)),
+            "policies": [{"policy": p.name, **p.params()} for p in policies],
+            "budgets": list(budgets),
+            **loaded.metadata(),
+            "device": device if device_map is None else f"device_map={device_map}",
+            "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+        grading = GradeConfig(grader, timeout=grade_timeout) if grader is not None else None
+        answers = frame.select("prompt_id", "answer") if grader is not None else None
+        rows = sum(len(chunks[u % len(chunks)]) * n for u in todo)
+        with Progress(rows, desc="cross-sampling", unit="seq", enabled=progress) as bar:
+            for unit in todo:
+                (policy, budget), chunk = runs[unit // len(chunks)], chunks[unit % len(chunks)]
+                requests = [
+                    Request(keys[i], sample, tuple(loaded.prompt_ids[i]), budget)
+                    for i in chunk
+                    for sample in range(n)
+                ]
+                decoded = decode(
+                    loaded.models, requests, policy, config, vocab=loaded.vocab,
+                    eos_ids=loaded.stop, pad_id=loaded.pad_id, suppressed=loaded.suppressed,
+                )  # fmt: skip
+                texts = loaded.tokenizer.batch_decode(
+                    [d.response_ids for d in decoded], skip_special_tokens=True
+                )
+                results = _results_frame(policy, requests, decoded, texts, config)
+                if grading is not None:
+                    results = grade_table(results, grading, answers=answers)
+                parts.write(unit, cross_sample_frame(results), metadata)
+                bar.update(len(requests))
+    return read_cross_sample(out) if parts.finish(world) else None
 
 
 @dataclass(frozen=True)

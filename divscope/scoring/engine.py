@@ -5,7 +5,9 @@ One forward pass per sequence per model, sequences packed into batches by a toke
 response positions only go through the output head, `chunk_rows` rows at a time, and every
 statistic of both models is computed on that chunk (`pair_stats`); no `[batch, seq, vocab]`
 tensor ever exists. Each finished batch is handed to `sink` as a token-table frame, so the
-caller streams it to disk.
+caller streams it to disk. A batch that runs out of GPU memory is scored again in halves
+(`divscope.memory`), with the same result; the statistics of both models are computed on the
+base model's output-head device.
 
 Position contract: the distribution scored for response token t is the next-token
 distribution given prompt + response[:t], i.e. the output at input index prompt_len + t − 1.
@@ -16,8 +18,9 @@ from __future__ import annotations
 import ctypes
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import polars as pl
@@ -26,6 +29,7 @@ from torch import Tensor
 
 from divscope.defaults import BATCH_TOKENS
 from divscope.errors import DivscopeError
+from divscope.memory import PLACEMENT_ADVICE, halving
 from divscope.models import (
     OutputHead,
     check_head_dtype,
@@ -88,18 +92,42 @@ class ScoreSummary:
     """Share of tokens with js < `NEAR_ZERO_JS`."""
     seconds: float
 
+    scored_tokens: int | None = None
+    """Tokens scored in `seconds` by this process, when not all of `tokens` (a resumed run, one
+    of several processes); None: all of them."""
+
+    @staticmethod
+    def of(
+        js: np.ndarray, sequences: int, fallback_rows: int, seconds: float, scored_tokens=None
+    ) -> ScoreSummary:
+        """The summary of a table's `js` column (`scored_tokens`: see the field)."""
+        return ScoreSummary(
+            sequences=sequences,
+            tokens=int(js.size),
+            fallback_rows=fallback_rows,
+            js_quantiles=tuple((q, float(np.quantile(js, q))) for q in SUMMARY_QUANTILES)
+            if js.size
+            else (),
+            near_zero_js_share=float((js < NEAR_ZERO_JS).mean()) if js.size else 0.0,
+            seconds=seconds,
+            scored_tokens=scored_tokens,
+        )
+
     def format(self) -> str:
         """A short multi-line report."""
-        rate = self.tokens / self.seconds if self.seconds > 0 else math.nan
+        scored = self.tokens if self.scored_tokens is None else self.scored_tokens
+        rate = scored / self.seconds if self.seconds > 0 else math.nan
         quantiles = ", ".join(f"p{100 * q:g}={v:.4g}" for q, v in self.js_quantiles) or "-"
-        share = f"{self.fallback_rows / self.tokens:.2%}" if self.tokens else "-"
+        share = f"{self.fallback_rows / scored:.2%}" if scored else "-"
+        this = "" if self.scored_tokens is None else f"this run scored {scored:,} at "
         return "\n".join(
             [
                 f"sequences        {self.sequences:,}",
-                f"tokens           {self.tokens:,} ({rate:,.0f} tokens/s, {self.seconds:.1f} s)",
+                f"tokens           {self.tokens:,} ({this}{rate:,.0f} tokens/s, "
+                f"{self.seconds:.1f} s)",
                 f"JS quantiles     {quantiles}",
                 f"near-zero JS     {self.near_zero_js_share:.2%} of tokens (js < {NEAR_ZERO_JS:g})",
-                f"full-sort rows   {self.fallback_rows:,} ({share} of tokens)",
+                f"full-sort rows   {self.fallback_rows:,} ({share} of the tokens scored)",
             ]
         )
 
@@ -152,16 +180,7 @@ def score_trajectories(
             fallback_rows += fallbacks
             bar.update(frame.height)
     js = np.concatenate(js_parts) if js_parts else np.empty(0, dtype=np.float32)
-    return ScoreSummary(
-        sequences=trajectories.height,
-        tokens=int(js.size),
-        fallback_rows=fallback_rows,
-        js_quantiles=tuple((q, float(np.quantile(js, q))) for q in SUMMARY_QUANTILES)
-        if js.size
-        else (),
-        near_zero_js_share=float((js < NEAR_ZERO_JS).mean()) if js.size else 0.0,
-        seconds=time.perf_counter() - start,
-    )
+    return ScoreSummary.of(js, trajectories.height, fallback_rows, time.perf_counter() - start)
 
 
 def score_table(
@@ -184,6 +203,13 @@ def score_table(
         vocab=vocab,
     )  # fmt: skip
     return pl.concat(parts)
+
+
+def check_trajectories(trajectories: pl.DataFrame, base, rl, vocab: int) -> None:
+    """Raise, before any batch runs, what `score_trajectories` would raise on these
+    trajectories and models (columns, empty sequences, ids, contexts, output heads): a run cut
+    into parts checks its whole input first, so bad input leaves no part behind."""
+    _Plan.build(trajectories, base, rl, vocab, ScoreConfig())
 
 
 @dataclass(frozen=True)
@@ -281,20 +307,70 @@ def _pack(lengths: list[int], batch_tokens: int) -> list[list[int]]:
 def _scored_batches(
     plan: _Plan, base, rl, tokenizer, config: ScoreConfig
 ) -> Iterator[tuple[pl.DataFrame, int]]:
-    """Yield (token-table frame, full-sort rows) per batch."""
+    """Yield (token-table frame, full-sort rows) per batch.
+
+    A batch that runs out of GPU memory is scored half by half (`divscope.memory.halving`),
+    each half padded to the batch's width: the same rows, in the same order, and on the CPU
+    the same values (tested).
+    """
     pieces = _TokenPieces(tokenizer)
-    stats_config = config.stats
-    head_b = OutputHead(base, plan.vocab, config.head_dtype)
-    head_r = OutputHead(rl, plan.vocab, config.head_dtype)
-    chunk_rows = config.chunk_rows or _auto_chunk_rows(plan.vocab, head_b.device)
-    release_freed_memory = _heap_trimmer() if head_b.device.type == "cpu" else lambda: None
+    scorer = _BatchScorer.build(plan, base, rl, config)
     for batch in plan.batches:
         batch = sorted(batch)  # input order within the batch
-        prompts = [plan.prompts[i] for i in batch]
+        width = max(len(plan.prompts[i]) + len(plan.responses[i]) - 1 for i in batch)
+        columns, fallbacks = halving(
+            partial(scorer.rows, width=width),
+            batch,
+            merge=_merge_columns,
+            describe=partial(_describe_batch, width=width),
+            advice="lower --batch-tokens to avoid the recomputation",
+            too_large=scorer.too_large,
+        )
         responses = [plan.responses[i] for i in batch]
+        yield _batch_frame(plan, batch, responses, columns, pieces), fallbacks
+
+
+_Columns = tuple[dict[str, list[Tensor]], int]
+"""The statistics of some rows: each column's chunks (on the CPU), and the full-sort rows."""
+
+
+@dataclass(frozen=True)
+class _BatchScorer:
+    """Both models' forwards and the statistics of some of a plan's rows.
+
+    The statistics are computed on one device, the base model's output head's: the RL model's
+    head is copied there (`OutputHead(device=...)`) and its hidden states follow, so no
+    `[rows, V]` logits cross devices when the models sit on different ones.
+    """
+
+    plan: _Plan
+    base: torch.nn.Module
+    rl: torch.nn.Module
+    head_b: OutputHead
+    head_r: OutputHead
+    stats: StatsConfig
+    chunk_rows: int
+    release_freed_memory: Callable[[], None]
+
+    @staticmethod
+    def build(plan: _Plan, base, rl, config: ScoreConfig) -> _BatchScorer:
+        head_b = OutputHead(base, plan.vocab, config.head_dtype)
+        head_r = OutputHead(rl, plan.vocab, config.head_dtype, device=head_b.device)
+        cpu = head_b.device.type == "cpu"
+        return _BatchScorer(
+            plan, base, rl, head_b, head_r, config.stats,
+            chunk_rows=config.chunk_rows or _auto_chunk_rows(plan.vocab, head_b.device),
+            release_freed_memory=_heap_trimmer() if cpu else lambda: None,
+        )  # fmt: skip
+
+    def rows(self, batch: Sequence[int], *, width: int) -> _Columns:
+        """The statistics of the plan's rows `batch` (in that order), right-padded to `width`."""
+        prompts = [self.plan.prompts[i] for i in batch]
+        responses = [self.plan.responses[i] for i in batch]
+        head_b, head_r, chunk_rows = self.head_b, self.head_r, self.chunk_rows
         with torch.inference_mode():
-            hidden_b = _response_hidden(base, prompts, responses)  # [N, d_base]
-            hidden_r = _response_hidden(rl, prompts, responses)  # [N, d_rl]
+            hidden_b = _response_hidden(self.base, prompts, responses, width)  # [N, d_base]
+            hidden_r = _response_hidden(self.rl, prompts, responses, width)  # [N, d_rl]
             token_ids = torch.tensor(
                 [t for r in responses for t in r], dtype=torch.int64, device=head_b.device
             )  # [N]
@@ -303,14 +379,35 @@ def _scored_batches(
             for lo in range(0, token_ids.numel(), chunk_rows):
                 rows = slice(lo, lo + chunk_rows)
                 logits_b = head_b(hidden_b[rows])  # [c, V] float32
-                logits_r = head_r(hidden_r[rows]).to(logits_b.device)  # [c, V] float32
-                stats = pair_stats(logits_b, logits_r, token_ids[rows], stats_config)
+                logits_r = head_r(hidden_r[rows])  # [c, V] float32, on the same device
+                stats = pair_stats(logits_b, logits_r, token_ids[rows], self.stats)
                 fallbacks += stats.fallback_rows
                 for name, value in stats.columns().items():
                     columns.setdefault(name, []).append(value.cpu())
                 del logits_b, logits_r, stats
-                release_freed_memory()
-        yield _batch_frame(plan, batch, responses, columns, pieces), fallbacks
+                self.release_freed_memory()
+        return columns, fallbacks
+
+    def too_large(self, row: int) -> str:
+        """The error of a sequence that runs out of GPU memory alone."""
+        prompt_id, sample_id = self.plan.frame.select(TRAJECTORY_KEY).row(row)
+        prompt, response = self.plan.prompts[row], self.plan.responses[row]
+        return (
+            f"out of GPU memory scoring prompt_id={prompt_id!r}, sample_id={sample_id!r} alone "
+            f"({len(prompt):,} prompt + {len(response):,} response tokens): lower --chunk-rows "
+            f"(positions per output-head chunk), or {PLACEMENT_ADVICE}."
+        )
+
+
+def _describe_batch(rows: Sequence[int], *, width: int) -> str:
+    """A batch in the out-of-memory warning: its sequences and padded tokens."""
+    return f"a batch of {len(rows):,} sequences ({len(rows) * width:,} padded tokens)"
+
+
+def _merge_columns(first: _Columns, second: _Columns) -> _Columns:
+    """The statistics of two runs of rows, the first's rows first."""
+    columns = {name: first[0][name] + second[0][name] for name in first[0]}
+    return columns, first[1] + second[1]
 
 
 def _heap_trimmer() -> Callable[[], None]:
@@ -332,12 +429,16 @@ def _auto_chunk_rows(vocab: int, device: torch.device) -> int:
     return max(1, budget // (4 * vocab))
 
 
-def _response_hidden(model, prompts: list[list[int]], responses: list[list[int]]) -> Tensor:
+def _response_hidden(
+    model, prompts: list[list[int]], responses: list[list[int]], width: int = 0
+) -> Tensor:
     """Final hidden states `[N, d]` of the positions that predict each response token
-    (input index prompt_len + t − 1 for token t), for a right-padded batch."""
+    (input index prompt_len + t − 1 for token t), for a batch right-padded to `width` (at
+    least its longest input): rows padded to one width give the same states in any grouping
+    (on the CPU), which a half of a batch that ran out of memory relies on."""
     device = model.get_input_embeddings().weight.device
     inputs = [p + r[:-1] for p, r in zip(prompts, responses, strict=True)]
-    width = max(len(x) for x in inputs)
+    width = max(width, *(len(x) for x in inputs))
     input_ids = torch.zeros(len(inputs), width, dtype=torch.int64)  # [B, S]; pad id is masked
     attention_mask = torch.zeros(len(inputs), width, dtype=torch.int64)  # [B, S]
     row_index, position_index = [], []

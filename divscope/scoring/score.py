@@ -1,18 +1,30 @@
 """`score`: a trajectory file and two models in, a token table on disk out.
 
-This is what `divscope score` runs: read and validate the trajectories, load both models and
-their (shared) tokenizer, stream the engine's batches into a `TokenTableWriter` with the run's
-provenance as metadata.
+This is what `divscope score` runs: read and validate the trajectories, cut them into units of
+work (`score_units`), load both models and their (shared) tokenizer, and write each unit's
+token rows as a part (`divscope.parts`) with the run's provenance as metadata. Under torchrun or
+`--shard i/n` each process scores its own share of the units (`divscope.distributed`).
 """
 
 from __future__ import annotations
 
 import os
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import polars as pl
+
 from divscope.defaults import DEVICE, DTYPE
+from divscope.progress import Progress
 from divscope.scoring.engine import ScoreConfig, ScoreSummary
+
+PART_TOKENS = 2**18
+"""Response tokens per part of a token table at most: what a killed run loses at most, per
+process (a 7B pair scores that many in seconds to minutes)."""
+MIN_PARTS = 16
+"""Parts of a token table at least (given as many trajectories), so that small runs spread
+over several processes too."""
 
 
 def score(
@@ -26,9 +38,12 @@ def score(
     device: str = DEVICE,
     device_map: str | None = None,
     overwrite: bool = False,
+    resume: bool = False,
+    shard: str | None = None,
+    part_tokens: int = PART_TOKENS,
     progress: bool = True,
     allow_tokenizer_mismatch: bool = False,
-) -> ScoreSummary:
+) -> ScoreSummary | None:
     """Score every response token of a trajectory file under a base and an RL model.
 
     Args:
@@ -38,22 +53,33 @@ def score(
         rl: the RL-fine-tuned model; its tokenizer's ordinary vocabulary must be the base
             model's (`divscope.vocab.check_tokenizers`: differing special tokens only warn).
         out: the token table: a path ending in `.parquet` is one file, any other path a
-            directory of `part-*.parquet` files. Written atomically.
+            directory of parts (`divscope.parts`). Written in parts, one per unit of work
+            (`score_units`), each as soon as it is scored; a file is assembled at the end.
         config: top-p, temperature, batching and chunking.
         dtype: weights dtype of both models, `auto` (float32 on CPU, the base checkpoint's on a
             GPU), `float32`, `bfloat16` or `float16`.
         device: `auto`, `cpu`, `cuda` or `cuda:N`.
         device_map: passed to `from_pretrained` for models larger than one GPU.
         overwrite: replace an existing output.
+        resume: continue an interrupted run (or start it): keep the parts written, after
+            checking that the settings and trajectories are the same, and do the rest.
+        shard: `i/n`: do share i of n of the units, as one of n independent processes (a SLURM
+            array); `out` must then be a directory. Under torchrun each process takes its
+            share by itself.
+        part_tokens: response tokens per part at most (`score_units`); fixed by the first run
+            of an output.
         progress: show a progress bar on stderr.
         allow_tokenizer_mismatch: score models whose ordinary vocabularies differ (with a
             warning): at the ids whose tokens differ the divergences compare different strings.
 
     Returns:
-        The run's summary (sequences, tokens, JS percentiles, fallback count).
+        The table's summary (sequences, tokens, JS percentiles; the full-sort count and the
+        rate of this run's work), or None when the table is not complete yet: a share whose
+        other shares are still running.
 
     Raises:
-        DivscopeError: bad trajectories, an existing output without `overwrite`, models that
+        DivscopeError: bad trajectories, an existing output without `overwrite` or `resume`,
+            one made with other settings, models that
             cannot be loaded or whose ordinary vocabularies differ (unless
             `allow_tokenizer_mismatch`), or a sequence beyond a context.
 
@@ -64,45 +90,107 @@ def score(
         ...     rl="fixtures/lab/rl", out="runs/lab-tokens.parquet")
     """
     from divscope import __version__
-    from divscope.io import TokenTableWriter, attach_token_ids, read_trajectories
+    from divscope.distributed import current_world
+    from divscope.io import (
+        attach_token_ids,
+        read_trajectories,
+        scan_token_table,
+        token_table_arrow_schema,
+    )
     from divscope.models import describe_model, load_models, load_tokenizer
-    from divscope.scoring.engine import score_trajectories
+    from divscope.parts import Parts, check_output, frame_digest
+    from divscope.scoring.engine import check_trajectories, score_trajectories
     from divscope.vocab import check_tokenizers
 
+    start = time.perf_counter()
+    world = current_world(shard, device)
+    check_output(out, world)
     # Cheap checks first: a bad file or an existing output should not wait for model loading.
-    TokenTableWriter.check_target(out, overwrite=overwrite)
     frame = read_trajectories(trajectories)
     tokenizer = load_tokenizer(base)
     compatibility = check_tokenizers(
         {"base": tokenizer, "rl": load_tokenizer(rl)}, allow_mismatch=allow_tokenizer_mismatch
     )
     frame = attach_token_ids(frame, tokenizer)
-    models = load_models({"base": base, "rl": rl}, dtype=dtype, device=device,
-                         device_map=device_map)  # fmt: skip
-    metadata = {
-        "models": {
-            name: describe_model(model, path)
-            for (name, model), path in zip(models.items(), (base, rl), strict=True)
-        },
-        "trajectories": str(Path(trajectories)),
-        "tokenizers": compatibility.metadata(),
+    units = score_units(
+        (frame["response_ids"].list.len() + frame["prompt_ids"].list.len()).to_list(),
+        frame["response_ids"].list.len().to_list(),
+        part_tokens,
+    )
+    settings = {
+        "trajectories_sha256": frame_digest(
+            frame.select("prompt_id", "sample_id", "prompt_ids", "response_ids")
+        ),
+        "models": {"base": base, "rl": rl},
         "top_p": config.stats.top_p,
         "temperature": config.stats.temperature,
         "window": config.stats.window,
-        "dtype": dtype,
         "head_dtype": config.head_dtype,
-        "device": device if device_map is None else f"device_map={device_map}",
+        "dtype": dtype,
+        "part_tokens": part_tokens,
         "divscope_version": __version__,
-        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    with TokenTableWriter(out, metadata, overwrite=overwrite) as writer:
-        return score_trajectories(
-            frame,
-            models["base"],
-            models["rl"],
-            tokenizer,
-            config,
-            sink=writer.write,
-            progress=progress,
-            vocab=compatibility.vocab,
-        )
+    parts = Parts.start(
+        out, "score", settings, len(units), resume=resume, overwrite=overwrite, world=world
+    )
+    costs = [frame["response_ids"][rows].list.len().sum() for rows in units]
+    mine = [] if parts.finished else world.share(costs)
+    done = parts.done(mine)
+    todo = [u for u in mine if u not in done]
+    fallback_rows = scored = 0
+    if todo:
+        models = load_models({"base": base, "rl": rl}, dtype=dtype, device=world.device(device),
+                             device_map=device_map)  # fmt: skip
+        check_trajectories(frame, models["base"], models["rl"], compatibility.vocab)
+        metadata = {
+            **settings,
+            "models": {
+                name: describe_model(model, path)
+                for (name, model), path in zip(models.items(), (base, rl), strict=True)
+            },
+            "trajectories": str(Path(trajectories)),
+            "tokenizers": compatibility.metadata(),
+            "device": device if device_map is None else f"device_map={device_map}",
+            "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+        schema = token_table_arrow_schema()
+        total = int(sum(costs[u] for u in todo))
+        with Progress(total, desc="scoring", unit="tok", scale=True, enabled=progress) as bar:
+            for unit in todo:
+                batches: list[pl.DataFrame] = []
+                summary = score_trajectories(
+                    frame[units[unit]], models["base"], models["rl"], tokenizer, config,
+                    sink=batches.append, progress=False, vocab=compatibility.vocab,
+                )  # fmt: skip
+                parts.write(unit, pl.concat(batches), metadata, schema)
+                fallback_rows += summary.fallback_rows
+                scored += summary.tokens
+                bar.update(summary.tokens)
+    if not parts.finish(world):
+        return None
+    js = scan_token_table(out).select("js").collect()["js"].to_numpy()
+    seconds = time.perf_counter() - start
+    return ScoreSummary.of(js, frame.height, fallback_rows, seconds, scored)
+
+
+def score_units(lengths: list[int], tokens: list[int], part_tokens: int) -> list[list[int]]:
+    """The units of work of a scoring run: runs of the trajectories sorted by length (longest
+    first; ties in input order), each with about the same number of response `tokens`, at most
+    `part_tokens` (a longer trajectory is a unit of its own), and at least `MIN_PARTS` units
+    when there are that many trajectories. Each unit's rows are in input order.
+
+    >>> score_units([5, 9, 7, 3], [1, 1, 1, 1], part_tokens=2)
+    [[1], [2], [0], [3]]
+    """
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    total = sum(tokens)
+    n_units = max(-(-total // part_tokens), min(MIN_PARTS, len(order)), 1)
+    quota = total / n_units
+    units: list[list[int]] = [[]]
+    filled = 0
+    for i in order:
+        if units[-1] and filled + tokens[i] > quota * len(units) + 1e-9:
+            units.append([])
+        units[-1].append(i)
+        filled += tokens[i]
+    return [sorted(unit) for unit in units]

@@ -77,11 +77,13 @@ def test_resumes_where_an_interrupted_run_stopped(tiny_pair, tmp_path, reference
     out = tmp_path / "traj"
     _run(tmp_path, tiny_pair[0], "traj", _config())
     (out / "part-000001.parquet").unlink()  # as if stopped before the second prompt finished
-    frame, report = _run(tmp_path, tiny_pair[0], "traj", _config())
+    with pytest.raises(DivscopeError, match="pass --resume to continue it or --overwrite"):
+        _run(tmp_path, tiny_pair[0], "traj", _config())
+    frame, report = _run(tmp_path, tiny_pair[0], "traj", _config(), resume=True)
     assert (report.n_resumed, report.n_responses) == (2, 4)
     assert frame.equals(reference)
-    with pytest.raises(DivscopeError, match=r"other settings or prompts \(seed=0\)"):
-        _run(tmp_path, tiny_pair[0], "traj", _config(seed=5))
+    with pytest.raises(DivscopeError, match=r"other settings or inputs \(seed: was 0, now 5\)"):
+        _run(tmp_path, tiny_pair[0], "traj", _config(seed=5), resume=True)
     _, report = _run(tmp_path, tiny_pair[0], "traj", _config(seed=5), overwrite=True)
     assert (report.n_resumed, report.n_responses) == (0, 12)
 

@@ -15,6 +15,7 @@ import torch
 from divscope import generate
 from divscope.errors import DivscopeError
 from divscope.generation import GenerateConfig, Sampling, VLLMOptions
+from divscope.generation.generate import _settings
 from divscope.io import read_table
 from divscope.schema import GENERATED
 
@@ -25,15 +26,20 @@ EOS = 2  # the tiny pair's EOS id (tokenizer and generation config)
 
 
 @pytest.mark.skipif(HAS_VLLM, reason="vLLM is installed")
-def test_without_vllm_the_engine_is_a_clear_error_after_the_manifest(tiny_pair, tmp_path):
+def test_without_vllm_the_engine_is_a_clear_error_and_writes_nothing(tiny_pair, tmp_path):
     prompts = tmp_path / "p.jsonl"
     prompts.write_text(json.dumps({"prompt_id": "a", "prompt": "w1"}) + "\n")
     options = VLLMOptions(tensor_parallel_size=2, gpu_memory_utilization=0.5, max_model_len=32)
     config = GenerateConfig(Sampling(n=1, max_new_tokens=4), engine="vllm", vllm=options)
     with pytest.raises(DivscopeError, match=r"pip install 'divscope\[vllm\]'"):
         generate(prompts, str(tiny_pair[0]), tmp_path / "out", config, progress=False)
-    # Only the option that changes samples makes a run another one.
-    settings = json.loads((tmp_path / "out" / "generate.json").read_text())["settings"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_only_the_vllm_option_that_changes_samples_is_a_setting():
+    options = VLLMOptions(tensor_parallel_size=2, gpu_memory_utilization=0.5, max_model_len=32)
+    config = GenerateConfig(Sampling(n=1, max_new_tokens=4), engine="vllm", vllm=options)
+    settings = _settings("m", config, ["a"], [[5]])
     assert settings["tensor_parallel_size"] == 2
     assert not {"gpu_memory_utilization", "max_model_len"} & settings.keys()
 
@@ -286,5 +292,5 @@ def test_each_prompt_is_written_as_soon_as_its_samples_are_done(vllm_engine, tmp
     assert frame.group_by("prompt_id").agg(pl.col("sample_id").sort()).sort("prompt_id").rows() == [
         (r["prompt_id"], list(range(SAMPLING.n))) for r in rows
     ]
-    manifest = json.loads((out / "generate.json").read_text())["settings"]
+    manifest = json.loads((out / "manifest.json").read_text())["settings"]
     assert (manifest["engine"], manifest["tensor_parallel_size"]) == ("vllm", 1)

@@ -1,0 +1,182 @@
+"""Data parallelism: which share of a run's work this process does, and how processes meet.
+
+A run is cut into units of work whose layout depends only on the input and the settings (never
+on how many processes run it), so a run can be resumed with another number of processes and
+its output is the same. Each process takes a deterministic, cost-balanced share of the units
+(`World.share`) and writes one part per unit (`divscope.parts`).
+
+Two ways to run several processes:
+- `torchrun --nproc-per-node N -m divscope <command> ...` (or `srun` through torchrun): the
+  processes form a `torch.distributed` group (NCCL on GPUs, gloo on the CPU). They meet only to
+  agree on the output directory before the work and to wait for each other after it; no tensor
+  is exchanged. Rank 0 then assembles a single-file output and prints the summary.
+- `--shard i/n` (0 <= i < n): independent processes (a SLURM array) that never talk; each does
+  share i of n. The output is then a directory, complete when every shard is done.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from divscope.errors import DivscopeError
+
+T = TypeVar("T")
+
+TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
+"""The environment torchrun gives each process it starts."""
+
+
+@dataclass(frozen=True)
+class World:
+    """This process's place among the processes of one run.
+
+    >>> World.shard("1/4").rank, World.shard("1/4").size
+    (1, 4)
+    >>> World().share([5, 1, 1, 1])
+    [0, 1, 2, 3]
+    """
+
+    rank: int = 0
+    size: int = 1
+    local_rank: int = 0
+    """Rank among the processes of this node (torchrun), which picks this process's GPU."""
+    local_size: int = 1
+    """Processes on this node (torchrun)."""
+    group: bool = False
+    """The processes form a `torch.distributed` group (torchrun); False: they never talk."""
+
+    @staticmethod
+    def shard(text: str) -> World:
+        """The world of `--shard i/n`.
+
+        Raises:
+            DivscopeError: not `i/n` with 0 <= i < n.
+        """
+        try:
+            rank, size = (int(part) for part in text.split("/"))
+        except ValueError:
+            rank = size = -1
+        if not 0 <= rank < size:
+            raise DivscopeError(
+                f"--shard {text!r}: give i/n with 0 <= i < n, e.g. --shard 0/4 ... --shard 3/4 "
+                "(in a SLURM array: --shard $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT with "
+                "--array=0-3)."
+            )
+        return World(rank=rank, size=size)
+
+    @property
+    def main(self) -> bool:
+        """Rank 0: it prepares the output, assembles it and reports."""
+        return self.rank == 0
+
+    def share(self, costs: Sequence[float]) -> list[int]:
+        """The units (indices into `costs`) that this rank does, in increasing order.
+
+        Longest processing time first: units by decreasing cost (ties: lower index first) each
+        go to the rank with the least work so far (ties: lower rank). Deterministic, every unit
+        to exactly one rank, and no rank more than one unit's cost above another.
+        """
+        loads = [(0.0, rank) for rank in range(self.size)]  # a heap of (work so far, rank)
+        mine = []
+        for unit in sorted(range(len(costs)), key=lambda i: (-costs[i], i)):
+            load, rank = heapq.heappop(loads)
+            if rank == self.rank:
+                mine.append(unit)
+            heapq.heappush(loads, (load + costs[unit], rank))
+        return sorted(mine)
+
+    def device(self, device: str | None) -> str | None:
+        """The device this rank puts a model on: with several processes on a node, `auto` and
+        `cuda` mean the rank's own GPU (`cuda:LOCAL_RANK`), and `cuda:N` means the N-th GPU of
+        the rank's own slice of the node's GPUs (GPUs / processes per node each)."""
+        if device is None or self.local_size == 1 or device == "cpu":
+            return device
+        import torch
+
+        count = torch.cuda.device_count()
+        if not count:
+            return device  # `auto` resolves to the CPU
+        per_rank = count // self.local_size
+        if per_rank < 1:
+            raise DivscopeError(
+                f"{self.local_size} processes on this node but {count} GPU(s): start at most "
+                f"{count} (torchrun --nproc-per-node {count})."
+            )
+        index = 0 if device in ("auto", "cuda") else int(device.removeprefix("cuda:"))
+        if index >= per_rank:
+            raise DivscopeError(
+                f"device {device!r}: each of the {self.local_size} processes on this node has "
+                f"{per_rank} GPU(s) of its own (cuda:0..cuda:{per_rank - 1} of its slice); use "
+                "fewer processes per node or lower indices."
+            )
+        return f"cuda:{self.local_rank * per_rank + index}"
+
+    def on_main(self, work: Callable[[], T]) -> T:
+        """Run `work` on rank 0 and give every rank its result; an error raised there is raised
+        on every rank (no rank is left waiting)."""
+        if not self.group:
+            return work()
+        import torch.distributed as dist
+
+        box: list[Any] = [None]
+        if self.main:
+            try:
+                box[0] = ("ok", work())
+            except DivscopeError as error:
+                box[0] = ("error", str(error))
+        dist.broadcast_object_list(box, src=0)
+        status, value = box[0]
+        if status == "error":
+            raise DivscopeError(value)
+        return value
+
+    def wait(self) -> None:
+        """Wait until every rank gets here (torchrun); independent shards do not wait."""
+        if self.group:
+            import torch.distributed as dist
+
+            dist.barrier()
+
+    def close(self) -> None:
+        """Leave the process group (torchrun)."""
+        if self.group:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+
+
+def current_world(shard: str | None = None, device: str = "auto") -> World:
+    """The world of this process: torchrun's group when started by torchrun (joined here, with
+    NCCL when `device` puts the models on GPUs, else gloo), `--shard i/n`, or one process.
+
+    Raises:
+        DivscopeError: `--shard` under torchrun.
+    """
+    size = int(os.environ.get("WORLD_SIZE", "1"))
+    if size <= 1:
+        return World.shard(shard) if shard is not None else World()
+    if shard is not None:
+        raise DivscopeError(
+            f"--shard {shard} under torchrun ({size} processes): torchrun already splits the "
+            "work; use one or the other."
+        )
+    import torch
+    import torch.distributed as dist
+
+    world = World(
+        rank=int(os.environ["RANK"]),
+        size=size,
+        local_rank=int(os.environ.get("LOCAL_RANK", "0")),
+        local_size=int(os.environ.get("LOCAL_WORLD_SIZE", "1")),
+        group=True,
+    )
+    if not dist.is_initialized():
+        gpu = device != "cpu" and torch.cuda.is_available()
+        if gpu:
+            torch.cuda.set_device(world.device("cuda"))
+        dist.init_process_group(backend="nccl" if gpu else "gloo")
+    return world
