@@ -149,6 +149,12 @@ class World:
             dist.destroy_process_group()
 
 
+def reports() -> bool:
+    """Whether this process prints a run's closing report: rank 0 under torchrun (the others
+    would repeat it), every process otherwise."""
+    return os.environ.get("RANK", "0") == "0"
+
+
 def current_world(shard: str | None = None, device: str = "auto") -> World:
     """The world of this process: torchrun's group when started by torchrun (joined here, with
     NCCL when `device` puts the models on GPUs, else gloo), `--shard i/n`, or one process.

@@ -1,11 +1,12 @@
 """Recovering from running out of GPU memory: the work that failed is run again in halves.
 
-The scoring engine (a batch of sequences) and the lockstep decoder (a batch of requests) both
-hand their batch's rows to `halving`: when an attempt raises `torch.cuda.OutOfMemoryError`, the
-memory it held is freed and each half of the rows runs on its own, recursively, the results
-merged in row order. The callers pad every half as they padded the whole batch, so the halves
-compute what the batch would have. The first split of the process says so once (a
-`DivscopeWarning`); a single row that does not fit is a `DivscopeError` naming what to change.
+The scoring engine (a model's forward pass over a batch of sequences) and the lockstep decoder
+(a batch of requests) hand their batch's rows to `halving`: when an attempt raises
+`torch.cuda.OutOfMemoryError`, the memory it held is freed and each half of the rows runs on
+its own, recursively, the results merged in row order. The callers pad every half as they
+padded the whole batch, so the halves compute what the batch would have. The first split of
+the process says so once (a `DivscopeWarning`); a single row that does not fit is a
+`DivscopeError` naming what to change.
 """
 
 from __future__ import annotations

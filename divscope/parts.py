@@ -330,7 +330,8 @@ def check_part(path: Path, unit: int | None, digest: str | None, *, full: bool) 
         record = _verified(path, stat.st_size, stat.st_mtime_ns, full)
     except Exception as error:  # pyarrow raises OSError/ArrowInvalid for damaged files
         raise DivscopeError(
-            f"{path}: part is truncated or corrupted ({type(error).__name__}: {error}); delete "
+            f"{path}: part is truncated or corrupted ({type(error).__name__}: "
+            f"{' '.join(str(error).split())}); delete "
             "it and rerun with --resume to recompute it."
         ) from error
     if digest is not None and record.get("settings_sha256") != digest:

@@ -97,10 +97,13 @@ def cross_sample(
     rast_rl: Annotated[
         str | None, typer.Option("--rast-rl", help="rast: the small RL model.")
     ] = None,
-    batch_size: options.BatchSize = defaults.BATCH_SIZE,
+    batch_size: options.BatchSize = None,
+    max_memory: options.MaxMemory = None,
     dtype: options.DType = defaults.DTYPE,
     device: options.Device = defaults.DEVICE,
     device_map: options.DeviceMap = None,
+    base_device: options.BaseDevice = None,
+    rl_device: options.RLDevice = None,
     head_dtype: options.HeadDType = None,
     stop: options.Stop = None,
     chat_template: options.ChatTemplate = False,
@@ -121,6 +124,7 @@ def cross_sample(
     from divscope.decoding.cross_sample import cross_sample as run
     from divscope.decoding.cross_sample import format_summary
     from divscope.decoding.settings import parse_budgets, parse_policies
+    from divscope.distributed import reports
     from divscope.parts import written
 
     budget_list = parse_budgets(budgets)
@@ -142,6 +146,7 @@ def cross_sample(
         max_new_tokens=max_new_tokens,
         seed=seed,
         batch_size=batch_size,
+        max_memory=max_memory,
         head_dtype=head_dtype,
     )
     results = run(
@@ -160,6 +165,8 @@ def cross_sample(
         dtype=dtype,
         device=device,
         device_map=device_map,
+        base_device=base_device,
+        rl_device=rl_device,
         stop=stop or (),
         chat_template=chat_template,
         allow_tokenizer_mismatch=allow_tokenizer_mismatch,
@@ -167,6 +174,8 @@ def cross_sample(
         resume=resume,
         shard=shard,
     )
+    if not reports():
+        return
     if results is None:
         typer.echo(written(out, complete=False))
         return

@@ -47,14 +47,16 @@ def generate(
         ),
     ] = False,
     batch_size: Annotated[
-        int,
+        int | None,
         typer.Option(
             "--batch-size",
             min=1,
             help="Sequences decoded together (hf only; vLLM schedules its own batches); on the "
-            "CPU results do not depend on it.",
+            "CPU results do not depend on it. Default: as many as fit --max-memory (the plan "
+            "is printed); on the CPU without it, 32.",
         ),
-    ] = defaults.BATCH_SIZE,
+    ] = None,
+    max_memory: options.MaxMemory = None,
     tensor_parallel_size: options.TensorParallelSize = defaults.VLLM_TENSOR_PARALLEL_SIZE,
     gpu_memory_utilization: options.GPUMemoryUtilization = defaults.VLLM_GPU_MEMORY_UTILIZATION,
     max_model_len: options.MaxModelLen = defaults.VLLM_MAX_MODEL_LEN,
@@ -93,6 +95,7 @@ def generate(
         engine=engine,
         chat_template=chat_template,
         batch_size=batch_size,
+        max_memory=options.memory(max_memory),
         vllm=vllm,
     )
     report = run(

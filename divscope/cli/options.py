@@ -47,7 +47,23 @@ DeviceMap = Annotated[
     typer.Option(
         "--device-map",
         help="Passed to from_pretrained (e.g. auto) to spread a large model over GPUs; "
-        "overrides --device.",
+        "overrides --device (needs pip install 'divscope[big]').",
+    ),
+]
+BaseDevice = Annotated[
+    str | None,
+    typer.Option(
+        "--base-device",
+        help="Device of the base model, e.g. cuda:0 (overrides --device for it); the "
+        "statistics are computed on the base model's device.",
+    ),
+]
+RLDevice = Annotated[
+    str | None,
+    typer.Option(
+        "--rl-device",
+        help="Device of the RL model, e.g. cuda:1 (overrides --device for it); the "
+        "statistics are computed on the base model's device.",
     ),
 ]
 TopP = Annotated[
@@ -77,7 +93,16 @@ GradeTimeout = Annotated[
 Seed = Annotated[
     int, typer.Option("--seed", help="Seed of the sampling; the same seed, the same output.")
 ]
-Samples = Annotated[int, typer.Option("--n", min=1, help="Responses sampled per prompt.")]
+Samples = Annotated[
+    int,
+    typer.Option(
+        "--n",
+        "-n",
+        min=1,
+        help="Responses sampled per prompt (write -n under torchrun, which takes --n for an "
+        "abbreviation of its own options).",
+    ),
+]
 MaxNewTokens = Annotated[
     int | None,
     typer.Option(
@@ -123,7 +148,24 @@ OptionalRLModel = Annotated[
     str | None,
     typer.Option("--rl", help="RL-fine-tuned model: a local directory or a hub id."),
 ]
-BatchSize = Annotated[int, typer.Option("--batch-size", min=1, help="Sequences decoded together.")]
+BatchSize = Annotated[
+    int | None,
+    typer.Option(
+        "--batch-size",
+        min=1,
+        help="Sequences decoded together. Default: as many as fit --max-memory (the plan is "
+        "printed); on the CPU without it, 32.",
+    ),
+]
+MaxMemory = Annotated[
+    str | None,
+    typer.Option(
+        "--max-memory",
+        help="Memory the run may use per device, e.g. 70GiB: chooses --chunk-rows, "
+        "--batch-tokens and --batch-size where not given (the plan is printed). Default: the "
+        "free memory of each GPU; on the CPU, the fixed defaults.",
+    ),
+]
 TensorParallelSize = Annotated[
     int,
     typer.Option(
@@ -203,7 +245,8 @@ def decode_config(
     temperature: float,
     max_new_tokens: int | None,
     seed: int,
-    batch_size: int,
+    batch_size: int | None,
+    max_memory: str | None,
     head_dtype: str | None,
 ):
     """The `DecodeConfig` of the decoding commands' shared options (cross-sample, calibrate)."""
@@ -215,5 +258,17 @@ def decode_config(
         max_new_tokens=max_new_tokens,
         seed=seed,
         batch_size=batch_size,
+        max_memory=memory(max_memory),
         head_dtype=head_dtype,
     )
+
+
+def memory(max_memory: str | None) -> int | None:
+    """Bytes of a --max-memory value (`memory_plan.parse_memory`); None stays None.
+
+    Raises:
+        DivscopeError: not a memory size.
+    """
+    from divscope.memory_plan import parse_memory
+
+    return None if max_memory is None else parse_memory(max_memory)

@@ -28,16 +28,23 @@ def score(
     top_p: options.TopP = defaults.TOP_P,
     temperature: options.Temperature = defaults.TEMPERATURE,
     batch_tokens: Annotated[
-        int, typer.Option("--batch-tokens", help="Padded tokens per forward batch.")
-    ] = defaults.BATCH_TOKENS,
+        int | None,
+        typer.Option(
+            "--batch-tokens",
+            help="Padded tokens per forward batch. Default: as many as fit --max-memory (the "
+            "plan is printed); on the CPU without it, 16384.",
+        ),
+    ] = None,
     chunk_rows: Annotated[
         int | None,
         typer.Option(
             "--chunk-rows",
-            help="Positions per output-head chunk; default: as many as fit a 24 MiB float32 "
-            "[rows, vocab] buffer on CPU (256 MiB on a GPU).",
+            help="Positions per output-head chunk. Default: as many as fit --max-memory (the "
+            "plan is printed); on the CPU without it, as many as fit a 24 MiB float32 "
+            "[rows, vocab] buffer.",
         ),
     ] = None,
+    max_memory: options.MaxMemory = None,
     window: Annotated[
         int, typer.Option("--window", help="Sorted top-K window for top-p, top-k and ranks.")
     ] = defaults.WINDOW,
@@ -45,6 +52,8 @@ def score(
     head_dtype: options.HeadDType = None,
     device: options.Device = defaults.DEVICE,
     device_map: options.DeviceMap = None,
+    base_device: options.BaseDevice = None,
+    rl_device: options.RLDevice = None,
     overwrite: options.Overwrite = False,
     resume: options.Resume = False,
     shard: options.Shard = None,
@@ -57,6 +66,7 @@ def score(
     The table is written in parts as they are scored; --resume continues an interrupted run.
     """
     from divscope.scoring import ScoreConfig, StatsConfig
+    from divscope.distributed import reports
     from divscope.parts import written
     from divscope.scoring.score import score as run
 
@@ -64,6 +74,7 @@ def score(
         StatsConfig(top_p=top_p, temperature=temperature, window=window),
         batch_tokens=batch_tokens,
         chunk_rows=chunk_rows,
+        max_memory=options.memory(max_memory),
         head_dtype=head_dtype,
     )
     summary = run(
@@ -75,11 +86,15 @@ def score(
         dtype=dtype,
         device=device,
         device_map=device_map,
+        base_device=base_device,
+        rl_device=rl_device,
         overwrite=overwrite,
         resume=resume,
         shard=shard,
         allow_tokenizer_mismatch=allow_tokenizer_mismatch,
     )
+    if not reports():
+        return
     if summary is not None:
         typer.echo(summary.format())
     typer.echo(written(out, complete=summary is not None))

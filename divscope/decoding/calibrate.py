@@ -37,6 +37,8 @@ def calibrate(
     dtype: str = DTYPE,
     device: str = DEVICE,
     device_map: str | None = None,
+    base_device: str | None = None,
+    rl_device: str | None = None,
     stop: Sequence[str] = (),
     chat_template: bool = False,
     allow_tokenizer_mismatch: bool = False,
@@ -59,6 +61,9 @@ def calibrate(
         dtype: weights dtype.
         device: `auto`, `cpu`, `cuda` or `cuda:N`.
         device_map: passed to `from_pretrained`.
+        base_device: the base model's own device (e.g. `cuda:0`), overriding `device` for it;
+            the statistics are computed on the base model's device (prompts only).
+        rl_device: the RL model's own device (e.g. `cuda:1`), overriding `device` for it.
         stop: extra stop tokens of the base samples (ids or single-token strings).
         chat_template: wrap each raw calibration question in the base tokenizer's template.
         allow_tokenizer_mismatch: compare models whose ordinary vocabularies differ.
@@ -92,7 +97,7 @@ def calibrate(
         assert rl is not None
         table = _score_base_samples(
             source, base, rl, n, config, dtype, device, device_map, progress, stop,
-            chat_template, allow_tokenizer_mismatch,
+            chat_template, allow_tokenizer_mismatch, base_device=base_device, rl_device=rl_device,
         )  # fmt: skip
         description = f"{source}: {n} base samples per prompt (base={base}, rl={rl})"
     calibration = calibrate_table(table, rate, window, description)
@@ -102,7 +107,7 @@ def calibrate(
 
 def _score_base_samples(
     prompts, base, rl, n, config, dtype, device, device_map, progress, stop, chat_template,
-    allow_tokenizer_mismatch,
+    allow_tokenizer_mismatch, *, base_device, rl_device,
 ) -> pl.DataFrame:  # fmt: skip
     """The token table of `n` base-policy responses per prompt, scored against the RL model."""
     from divscope.decoding.cross_sample import load, note_length_cap
@@ -114,8 +119,8 @@ def _score_base_samples(
     frame = read_prompts(prompts)
     loaded = load(
         frame, str(prompts), {"base": base, "rl": rl}, dtype=dtype, device=device,
-        device_map=device_map, stop=stop, chat_template=chat_template,
-        allow_tokenizer_mismatch=allow_tokenizer_mismatch,
+        device_map=device_map, base_device=base_device, rl_device=rl_device, stop=stop,
+        chat_template=chat_template, allow_tokenizer_mismatch=allow_tokenizer_mismatch,
     )  # fmt: skip
     keys = frame["prompt_id"].to_list()
     note_length_cap(keys, loaded.prompt_ids, config.max_new_tokens, loaded.models,
@@ -142,7 +147,9 @@ def _score_base_samples(
         loaded.models["base"],
         loaded.models["rl"],
         loaded.tokenizer,
-        ScoreConfig(stats=config.sampling, head_dtype=config.head_dtype),
+        ScoreConfig(
+            stats=config.sampling, head_dtype=config.head_dtype, max_memory=config.max_memory
+        ),
         vocab=loaded.vocab,
         progress=progress,
     )

@@ -53,6 +53,8 @@ def cross_sample(
     dtype: str = DTYPE,
     device: str = DEVICE,
     device_map: str | None = None,
+    base_device: str | None = None,
+    rl_device: str | None = None,
     stop: Sequence[str] = (),
     chat_template: bool = False,
     allow_tokenizer_mismatch: bool = False,
@@ -84,6 +86,9 @@ def cross_sample(
         dtype: weights dtype, `auto`, `float32`, `bfloat16` or `float16`.
         device: `auto`, `cpu`, `cuda` or `cuda:N`.
         device_map: passed to `from_pretrained` for models larger than one GPU.
+        base_device: the base model's own device (e.g. `cuda:0`), overriding `device` for it;
+            the logits of every model are computed on the base model's device.
+        rl_device: the RL model's own device (e.g. `cuda:1`), overriding `device` for it.
         stop: extra stop tokens (ids or single-token strings) besides every model's EOS ids.
         chat_template: wrap each raw question in the base tokenizer's chat template.
         allow_tokenizer_mismatch: compare models whose ordinary vocabularies differ.
@@ -116,11 +121,11 @@ def cross_sample(
         ...     out="runs/forward.parquet", n=4, grader="lab")
     """
     from divscope import __version__
-    from divscope.decoding.lockstep import decode
+    from divscope.decoding.lockstep import decode, planned
     from divscope.distributed import current_world
     from divscope.grading import GradeConfig, get_grader, grade_table
     from divscope.io import cross_sample_frame, read_cross_sample, read_prompts
-    from divscope.models import describe_model
+    from divscope.models import describe_model, describe_placement
     from divscope.parts import Parts, check_output
 
     world = current_world(shard, device)
@@ -186,6 +191,8 @@ def cross_sample(
             dtype=dtype,
             device=world.device(device),
             device_map=device_map,
+            base_device=world.device(base_device),
+            rl_device=world.device(rl_device),
             stop=stop,
             chat_template=chat_template,
             allow_tokenizer_mismatch=allow_tokenizer_mismatch,
@@ -194,6 +201,11 @@ def cross_sample(
         note_length_cap(
             keys, loaded.prompt_ids, config.max_new_tokens, loaded.models, enabled=progress
         )
+        # One batch size for every setting and part, planned on all the prompts.
+        config = planned(
+            config, loaded.models, list(zip(keys, loaded.prompt_ids, strict=True)),
+            vocab=loaded.vocab, progress=progress,
+        )  # fmt: skip
         metadata = {
             **settings,
             "models": {
@@ -203,7 +215,9 @@ def cross_sample(
             "policies": [{"policy": p.name, **p.params()} for p in policies],
             "budgets": list(budgets),
             **loaded.metadata(),
-            "device": device if device_map is None else f"device_map={device_map}",
+            "device": describe_placement(
+                device, device_map, {"base": base_device, "rl": rl_device}
+            ),
             "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
         grading = GradeConfig(grader, timeout=grade_timeout) if grader is not None else None
@@ -282,6 +296,8 @@ def load(
     dtype: str,
     device: str,
     device_map: str | None,
+    base_device: str | None = None,
+    rl_device: str | None = None,
     stop: Sequence[str] = (),
     chat_template: bool = False,
     allow_tokenizer_mismatch: bool = False,
@@ -296,6 +312,8 @@ def load(
         dtype: weights dtype of every model (`models.run_dtype`).
         device: `auto`, `cpu`, `cuda` or `cuda:N`.
         device_map: passed to `from_pretrained`.
+        base_device: the base model's own device, overriding `device` for it.
+        rl_device: the RL model's own device, overriding `device` for it.
         stop: extra stop tokens (`--stop`: ids or single-token strings).
         chat_template: wrap each raw question in the first tokenizer's chat template.
         allow_tokenizer_mismatch: compare models whose ordinary vocabularies differ.
@@ -320,7 +338,8 @@ def load(
         prompt_ids = chat_prompts(frame, tokenizer, source=source)[1]
     else:
         prompt_ids = prompt_token_ids(frame, tokenizer, source=source)
-    models = load_models(paths, dtype=dtype, device=device, device_map=device_map)
+    own = {"base": base_device, "rl": rl_device}
+    models = load_models(paths, dtype=dtype, device=device, device_map=device_map, devices=own)
     vocab = compatibility.vocab if compatibility else len(tokenizer)
     stop_list = stop_ids(tokenizers, models, stop, vocab=vocab)
     return Loaded(tokenizer, prompt_ids, models, stop_list, compatibility, vocab)

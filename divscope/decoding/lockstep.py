@@ -16,12 +16,18 @@ every policy of a run decodes identical batches, the invariants between policies
 with an infinite eps is `base`, a zero budget is `base`, ...) hold bit for bit. On the CPU the
 tokens also do not depend on the batch size (tested); on a GPU, kernels may change with the
 batch shape, and so, in bf16, may a near-tied draw.
+
+Memory: the logits of every model are computed on one device, the base model's output-head
+device (`OutputHead(device=...)`). A batch that runs out of GPU memory is decoded again from
+the start as two halves, each left-padded to the batch's prompt width (`divscope.memory`).
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 import torch
@@ -32,6 +38,8 @@ from divscope.decoding.policies import Policy, StepView
 from divscope.decoding.randomness import Stream, uniforms
 from divscope.defaults import BATCH_SIZE, SEED
 from divscope.errors import DivscopeError
+from divscope.memory import PLACEMENT_ADVICE, halving
+from divscope.memory_plan import announce, plan_decoding
 from divscope.models import (
     OutputHead,
     check_head_dtype,
@@ -63,8 +71,13 @@ class DecodeConfig:
     the models' context."""
     seed: int = SEED
     """Seed of the coupled uniforms (--seed)."""
-    batch_size: int = BATCH_SIZE
-    """Sequences decoded together (--batch-size)."""
+    batch_size: int | None = None
+    """Sequences decoded together (--batch-size). None: as many as fit
+    (`memory_plan.plan_decoding`: on a GPU, or with `max_memory`), else `BATCH_SIZE`."""
+    max_memory: int | None = None
+    """Bytes the run may use per device (--max-memory), weights included: the budget of a
+    batch size left None. None: on a GPU its free memory once the models are loaded; on the
+    CPU no plan."""
     head_dtype: str | None = None
     """`float32` computes the output head in float32 from a float32 copy of its weights
     (--head-dtype); None: in the weights' dtype."""
@@ -75,9 +88,11 @@ class DecodeConfig:
     def __post_init__(self) -> None:
         if self.max_new_tokens is not None and self.max_new_tokens < 1:
             raise DivscopeError(f"--max-new-tokens must be >= 1, got {self.max_new_tokens}.")
-        if self.batch_size < 1:
+        if self.batch_size is not None and self.batch_size < 1:
             raise DivscopeError(f"--batch-size must be >= 1, got {self.batch_size}.")
         check_head_dtype(self.head_dtype)
+        if self.max_memory is not None and self.max_memory < 1:
+            raise DivscopeError(f"--max-memory must be >= 1 byte, got {self.max_memory}.")
 
 
 @dataclass(frozen=True)
@@ -125,6 +140,8 @@ class Lockstep:
         max_new_tokens: int = 0,
         suppressed: Sequence[int] = (),
         head_dtype: str | None = None,
+        width: int = 0,
+        device: str | torch.device | None = None,
     ) -> None:
         """Prefill every model with the prompts.
 
@@ -136,22 +153,30 @@ class Lockstep:
             max_new_tokens: steps expected after the prefill (sizes the KV buffers).
             suppressed: ids no model may emit (their logits are −inf).
             head_dtype: `float32`: the output head in float32 (`OutputHead`).
+            width: left-pad the prompts to this many tokens at least (a half of a batch that
+                ran out of memory is padded as the batch was).
+            device: where the logits and every per-row tensor live, and so the statistics:
+                every model's output head is computed there (`OutputHead(device=...)`), so
+                no `[B, V]` logits cross devices. None: the first model's output-head device.
         """
         self.models = dict(models)
         self.vocab = vocab
-        width = max(len(p) for p in prompts)
+        width = max(width, *(len(p) for p in prompts))
         input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.int64)  # [B, S]
         mask = torch.zeros(len(prompts), width, dtype=torch.int64)  # [B, S]
         for i, prompt in enumerate(prompts):
             input_ids[i, width - len(prompt) :] = torch.tensor(prompt)
             mask[i, width - len(prompt) :] = 1
         positions = (mask.cumsum(-1) - 1).clamp_min(0)  # [B, S]
-        self.device = _input_device(next(iter(self.models.values())))
+        first = next(iter(self.models.values()))
+        device = _head_device(first) if device is None else device
+        self.heads = {
+            name: OutputHead(model, vocab, head_dtype, device=device)
+            for name, model in self.models.items()
+        }
+        self.device = next(iter(self.heads.values())).device
         self.mask = mask.to(self.device)
         self.next_position = positions[:, -1:].to(self.device) + 1  # [B, 1]
-        self.heads = {
-            name: OutputHead(model, vocab, head_dtype) for name, model in self.models.items()
-        }
         self.suppressed = torch.tensor(list(suppressed), dtype=torch.int64, device=self.device)
         self.caches: dict[str, object] = {
             name: new_cache(model, width, max_new_tokens) for name, model in self.models.items()
@@ -187,10 +212,10 @@ class Lockstep:
             **({_CACHE: cache} if cache is not None else {}),
         )
         self.caches[name] = getattr(out, _CACHE)
-        logits = self.heads[name](out.last_hidden_state[:, -1])  # [B, V] float32
+        logits = self.heads[name](out.last_hidden_state[:, -1])  # [B, V] float32, self.device
         if self.suppressed.numel():
-            logits[:, self.suppressed.to(logits.device)] = -torch.inf
-        self.logits[name] = logits.to(self.device)
+            logits[:, self.suppressed] = -torch.inf
+        self.logits[name] = logits
 
 
 _CACHE = "cache"
@@ -199,6 +224,10 @@ _CACHE = "cache"
 
 def _input_device(model) -> torch.device:
     return model.get_input_embeddings().weight.device
+
+
+def _head_device(model) -> torch.device:
+    return model.get_output_embeddings().weight.device
 
 
 def decode(
@@ -231,8 +260,9 @@ def decode(
         One `Decoded` per request, in input order.
 
     Raises:
-        DivscopeError: a model the policy needs is missing, a prompt is empty, or a prompt
-            plus an asked-for `max_new_tokens` exceeds a model's context.
+        DivscopeError: a model the policy needs is missing, a prompt is empty, a prompt
+            plus an asked-for `max_new_tokens` exceeds a model's context, or a single request
+            does not fit in GPU memory.
     """
     missing = [name for name in policy.models if name not in models]
     if missing:
@@ -241,18 +271,48 @@ def decode(
         raise DivscopeError("no stop token: the tokenizer defines no eos_token_id; pass --stop.")
     used = {name: models[name] for name in policy.models}
     limits = _limits(used, requests, config.max_new_tokens, vocab)
+    prompts = [(r.prompt_id, r.prompt_ids) for r in requests]
+    config = planned(config, models, prompts, vocab=vocab, progress=progress)
+    # The statistics on the base model's head device, even for a policy without it: every
+    # policy of a run then computes on the same device.
+    device = _head_device(models["base"] if "base" in models else next(iter(used.values())))
     order = sorted(range(len(requests)), key=lambda i: len(requests[i].prompt_ids))
     results: list[Decoded | None] = [None] * len(requests)
+
+    def attempt(batch: Sequence[int], width: int) -> list[Decoded]:
+        return _Batch(
+            used, [requests[i] for i in batch], [limits[i] for i in batch], policy, config,
+            vocab, eos_ids, pad_id, suppressed, width=width, device=device,
+        ).run()  # fmt: skip
+
+    def describe(batch: Sequence[int]) -> str:
+        longest = max(len(requests[i].prompt_ids) for i in batch)
+        steps = max(limits[i] for i in batch)
+        return (
+            f"a batch of {len(batch):,} sequences (prompts of up to {longest:,} tokens, up to "
+            f"{steps:,} new tokens)"
+        )
+
+    def too_large(i: int) -> str:
+        request = requests[i]
+        return (
+            f"out of GPU memory decoding prompt_id={request.prompt_id!r}, sample_id="
+            f"{request.sample_id} alone ({len(request.prompt_ids):,} prompt tokens, up to "
+            f"{limits[i]:,} new ones): lower --max-new-tokens, or {PLACEMENT_ADVICE}."
+        )
+
     with (
         torch.inference_mode(),
         Progress(len(requests), desc=policy.name, unit="seq", enabled=progress) as bar,
     ):
         for start in range(0, len(order), config.batch_size):
             batch = order[start : start + config.batch_size]
-            decoded = _Batch(
-                used, [requests[i] for i in batch], [limits[i] for i in batch], policy, config,
-                vocab, eos_ids, pad_id, suppressed,
-            ).run()  # fmt: skip
+            # A half of a batch that runs out of memory is padded as the whole batch was.
+            width = max(len(requests[i].prompt_ids) for i in batch)
+            decoded = halving(
+                partial(attempt, width=width), batch, merge=operator.add, describe=describe,
+                advice="lower --batch-size to avoid the recomputation", too_large=too_large,
+            )  # fmt: skip
             for i, row in zip(batch, decoded, strict=True):
                 results[i] = row
             bar.update(len(batch))
@@ -277,6 +337,45 @@ def _limits(
     return new_token_limits(prompts, max_new_tokens, contexts)
 
 
+def planned(
+    config: DecodeConfig,
+    models: Mapping[str, torch.nn.Module],
+    prompts: Sequence[tuple[str, Sequence[int]]],
+    *,
+    vocab: int,
+    progress: bool,
+) -> DecodeConfig:
+    """`config` with its batch size decided: as given, else planned for every model of
+    `models` (the base model first: the statistics are computed on its head's device) and the
+    longest of `prompts` with its length cap (`memory_plan.plan_decoding`; the plan printed once
+    when `progress`), else `BATCH_SIZE`. A run plans once, on all of its prompts and models,
+    so that every policy and every part decodes the same batches.
+
+    Args:
+        config: the run's decoding settings.
+        models: every model of the run, by name.
+        prompts: `(prompt_id, token ids)` of every prompt of the run.
+        vocab: the shared vocabulary.
+        progress: print the plan (once per process).
+
+    Raises:
+        DivscopeError: a prompt too long for a model's context, or a budget that does not fit
+            one sequence.
+    """
+    if config.batch_size is not None:
+        return config
+    contexts = {name: context_length(model) for name, model in models.items()}
+    limits = new_token_limits(prompts, config.max_new_tokens, contexts)
+    lengths = [len(ids) for _, ids in prompts]
+    memory = plan_decoding(
+        models, vocab, max_memory=config.max_memory, batch_size=None,
+        longest=max((n + limit for n, limit in zip(lengths, limits, strict=True)), default=1),
+        prompt=max(lengths, default=1), head_dtype=config.head_dtype,
+    )  # fmt: skip
+    announce(memory, enabled=progress)
+    return replace(config, batch_size=BATCH_SIZE if memory is None else memory.batch_size)
+
+
 class _Batch:
     """One batch decoded to its end: per step the policy proposes, the budget applies, every
     model consumes the emitted token; finished rows leave the batch every `CHECK_EVERY` steps.
@@ -288,13 +387,13 @@ class _Batch:
     def __init__(
         self, models, batch: list[Request], limits: list[int], policy: Policy,
         config: DecodeConfig, vocab: int, eos_ids: Sequence[int], pad_id: int,
-        suppressed: Sequence[int],
+        suppressed: Sequence[int], *, width: int, device: torch.device,
     ) -> None:  # fmt: skip
         self.policy, self.config, self.eos_ids = policy, config, list(eos_ids)
         self.limit_all, self.steps = limits, max(limits)
         self.stepper = Lockstep(
             models, [r.prompt_ids for r in batch], vocab, pad_id, max_new_tokens=self.steps,
-            suppressed=suppressed, head_dtype=config.head_dtype,
+            suppressed=suppressed, head_dtype=config.head_dtype, width=width, device=device,
         )  # fmt: skip
         device = self.device = self.stepper.device
         ids = ([r.prompt_id for r in batch], [r.sample_id for r in batch])

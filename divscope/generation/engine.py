@@ -117,10 +117,22 @@ class HFEngine:
         model: the loaded model.
         tokenizer: its tokenizer.
         sampling: n, temperature, top-p, length cap and seed.
-        batch_size: sequences decoded together; on the CPU results do not depend on it.
+        batch_size: sequences decoded together; on the CPU results do not depend on it. None:
+            planned when the prompts are known (`check`, `sample`; see `DecodeConfig`).
+        max_memory: bytes the run may use per device, the budget of a planned batch size.
+        progress: print the memory plan (once per process).
     """
 
-    def __init__(self, model: Any, tokenizer: Any, sampling: Sampling, batch_size: int) -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        sampling: Sampling,
+        batch_size: int | None,
+        max_memory: int | None = None,
+        *,
+        progress: bool = False,
+    ) -> None:
         from divscope.decoding import DecodeConfig, build_policy
         from divscope.models import stop_ids
         from divscope.scoring.stats import StatsConfig
@@ -132,7 +144,9 @@ class HFEngine:
             max_new_tokens=sampling.max_new_tokens,
             seed=sampling.seed,
             batch_size=batch_size,
+            max_memory=max_memory,
         )
+        self.progress = progress
         self.eos_ids = stop_ids(
             {"model": tokenizer}, {"model": model}, sampling.stop, vocab=self.vocab
         )
@@ -143,7 +157,16 @@ class HFEngine:
 
         contexts = {"model": context_length(self.model)}
         new_token_limits(prompts, self.sampling.max_new_tokens, contexts)
+        self._plan(prompts)
         return length_note(prompts, self.sampling.max_new_tokens, contexts)
+
+    def _plan(self, prompts: Sequence[tuple[str, list[int]]]) -> None:
+        """Decide the batch size for `prompts`, where it is not given or decided yet."""
+        from divscope.decoding.lockstep import planned
+
+        self.config = planned(
+            self.config, {"base": self.model}, prompts, vocab=self.vocab, progress=self.progress
+        )
 
     def sample(
         self, prompts: Sequence[tuple[str, list[int]]]
@@ -151,6 +174,7 @@ class HFEngine:
         from divscope.decoding import Request, decode
 
         n = self.sampling.n
+        self._plan(prompts)
         chunk = max(1, self.config.batch_size // n)
         for start in range(0, len(prompts), chunk):
             requests = [

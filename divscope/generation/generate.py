@@ -20,7 +20,7 @@ from typing import Any
 
 import polars as pl
 
-from divscope.defaults import BATCH_SIZE, DEVICE, DTYPE, ENGINE
+from divscope.defaults import DEVICE, DTYPE, ENGINE
 from divscope.distributed import World
 from divscope.errors import DivscopeError
 from divscope.generation.engine import (
@@ -31,6 +31,7 @@ from divscope.generation.engine import (
     Sampling,
     VLLMOptions,
 )
+from divscope.memory_plan import format_bytes
 from divscope.parts import check_output, share_note, written
 from divscope.progress import Progress, note
 from divscope.schema import GENERATED
@@ -46,9 +47,14 @@ class GenerateConfig:
     """`hf` (the lockstep decoder, any transformers model) or `vllm` (needs `divscope[vllm]`)."""
     chat_template: bool = False
     """Wrap each raw question in the tokenizer's chat template (--chat-template)."""
-    batch_size: int = BATCH_SIZE
+    batch_size: int | None = None
     """Sequences decoded together (`hf` only: vLLM schedules its own batches over all prompts
-    at once); on the CPU results do not depend on it."""
+    at once); on the CPU results do not depend on it. None: as many as fit
+    (`memory_plan.plan_decoding`: on a GPU, or with `max_memory`), else `BATCH_SIZE`."""
+    max_memory: int | None = None
+    """Bytes the run may use per device (--max-memory, `hf` only), weights included: the
+    budget of a batch size left None. None: on a GPU its free memory once the model is
+    loaded; on the CPU no plan."""
     vllm: VLLMOptions = VLLMOptions()
     """Tensor parallelism, GPU memory share and context length (`vllm` only)."""
 
@@ -65,10 +71,15 @@ class GenerateConfig:
                 f"{', '.join(given)}: vLLM option(s), not used by --engine hf; pass --engine "
                 "vllm or drop them."
             )
-        if self.engine == "vllm" and self.batch_size != BATCH_SIZE:
+        if self.engine == "vllm" and self.batch_size is not None:
             raise DivscopeError(
                 f"--batch-size {self.batch_size}: not used by --engine vllm, which schedules its "
                 "own batches over all prompts at once; drop it (or use --engine hf)."
+            )
+        if self.engine == "vllm" and self.max_memory is not None:
+            raise DivscopeError(
+                f"--max-memory {format_bytes(self.max_memory)}: not used by --engine vllm, whose "
+                "memory is set by --gpu-memory-utilization; drop it (or use --engine hf)."
             )
         if self.sampling.n < 1:
             raise DivscopeError(f"--n must be >= 1, got {self.sampling.n}.")
@@ -80,8 +91,10 @@ class GenerateConfig:
             raise DivscopeError(
                 f"--max-new-tokens must be >= 1, got {self.sampling.max_new_tokens}."
             )
-        if self.batch_size < 1:
+        if self.batch_size is not None and self.batch_size < 1:
             raise DivscopeError(f"--batch-size must be >= 1, got {self.batch_size}.")
+        if self.max_memory is not None and self.max_memory < 1:
+            raise DivscopeError(f"--max-memory must be >= 1 byte, got {self.max_memory}.")
 
 
 @dataclass(frozen=True)
@@ -201,7 +214,9 @@ def generate(
     carried = frame.drop([c for c in frame.columns if c in GENERATED])
     requests = [(keys[i], ids[i]) for i in todo]
     engine = (
-        _engine(model, tokenizer, config, dtype, world.device(device), device_map) if todo else None
+        _engine(model, tokenizer, config, dtype, world.device(device), device_map, progress)
+        if todo
+        else None
     )
     if engine is not None:
         note(engine.check(requests), enabled=progress)  # fail before any work, not midway
@@ -243,7 +258,13 @@ def _settings(model: str, config: GenerateConfig, keys: list[str], ids: list[lis
 
 
 def _engine(
-    model: str, tokenizer: Any, config: GenerateConfig, dtype: str, device: str, device_map
+    model: str,
+    tokenizer: Any,
+    config: GenerateConfig,
+    dtype: str,
+    device: str,
+    device_map,
+    progress: bool,
 ) -> Engine:
     from divscope.generation.engine import HFEngine, VLLMEngine
     from divscope.models import load_model
@@ -251,7 +272,10 @@ def _engine(
     if config.engine == "vllm":
         return VLLMEngine(model, tokenizer, config.sampling, dtype=dtype, options=config.vllm)
     loaded = load_model(model, dtype=dtype, device=device, device_map=device_map)
-    return HFEngine(loaded, tokenizer, config.sampling, config.batch_size)
+    return HFEngine(
+        loaded, tokenizer, config.sampling, config.batch_size, config.max_memory,
+        progress=progress,
+    )  # fmt: skip
 
 
 def _part(

@@ -5,9 +5,9 @@ One forward pass per sequence per model, sequences packed into batches by a toke
 response positions only go through the output head, `chunk_rows` rows at a time, and every
 statistic of both models is computed on that chunk (`pair_stats`); no `[batch, seq, vocab]`
 tensor ever exists. Each finished batch is handed to `sink` as a token-table frame, so the
-caller streams it to disk. A batch that runs out of GPU memory is scored again in halves
-(`divscope.memory`), with the same result; the statistics of both models are computed on the
-base model's output-head device.
+caller streams it to disk. A forward that runs out of GPU memory runs again on each half of
+its batch (`divscope.memory`), with the same result; the statistics of both models are computed
+on the base model's output-head device.
 
 Position contract: the distribution scored for response token t is the next-token
 distribution given prompt + response[:t], i.e. the output at input index prompt_len + t − 1.
@@ -19,8 +19,7 @@ import ctypes
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from functools import partial
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -30,6 +29,7 @@ from torch import Tensor
 from divscope.defaults import BATCH_TOKENS
 from divscope.errors import DivscopeError
 from divscope.memory import PLACEMENT_ADVICE, halving
+from divscope.memory_plan import announce, plan_scoring
 from divscope.models import (
     OutputHead,
     check_head_dtype,
@@ -58,24 +58,32 @@ class ScoreConfig:
 
     stats: StatsConfig = StatsConfig()
     """Top-p, temperature and window of the statistics (--top-p, --temperature, --window)."""
-    batch_tokens: int = BATCH_TOKENS
-    """Padded tokens per forward batch (--batch-tokens); a longer sequence runs alone."""
+    batch_tokens: int | None = None
+    """Padded tokens per forward batch (--batch-tokens); a longer sequence runs alone. None:
+    as many as fit (`memory_plan.plan_scoring`: on a GPU, or with `max_memory`), else
+    `BATCH_TOKENS`."""
     chunk_rows: int | None = None
     """Response positions per output-head chunk (--chunk-rows); bounds the [rows, V] buffers.
-    None: as many as keep one float32 [rows, V] buffer within 24 MiB on CPU (the allocator
-    then reuses its heap; larger buffers are fresh mappings whose page faults dominate the
-    time) or 256 MiB on a GPU."""
+    None: as many as fit (`memory_plan.plan_scoring`: on a GPU, or with `max_memory`), else as
+    many as keep one float32 [rows, V] buffer within 24 MiB on CPU (the allocator then reuses
+    its heap; larger buffers are fresh mappings whose page faults dominate the time)."""
+    max_memory: int | None = None
+    """Bytes the run may use per device (--max-memory), weights included: the budget of the
+    values left None. None: on a GPU its free memory once the models are loaded; on the CPU
+    no plan (the defaults above)."""
     head_dtype: str | None = None
     """`float32` computes the output head in float32 from a float32 copy of its weights
     (--head-dtype; see `models.OutputHead` for the memory it costs); None: in the weights'
     dtype."""
 
     def __post_init__(self) -> None:
-        if self.batch_tokens < 1:
+        if self.batch_tokens is not None and self.batch_tokens < 1:
             raise DivscopeError(f"--batch-tokens must be >= 1, got {self.batch_tokens}.")
         check_head_dtype(self.head_dtype)
         if self.chunk_rows is not None and self.chunk_rows < 1:
             raise DivscopeError(f"--chunk-rows must be >= 1, got {self.chunk_rows}.")
+        if self.max_memory is not None and self.max_memory < 1:
+            raise DivscopeError(f"--max-memory must be >= 1 byte, got {self.max_memory}.")
 
 
 @dataclass(frozen=True)
@@ -168,6 +176,7 @@ def score_trajectories(
     """
     start = time.perf_counter()
     vocab = vocab_size(tokenizer) if vocab is None else vocab
+    config = planned(config, trajectories, base, rl, vocab, progress=progress)
     plan = _Plan.build(trajectories, base, rl, vocab, config)
     js_parts: list[np.ndarray] = []
     fallback_rows = 0
@@ -209,7 +218,35 @@ def check_trajectories(trajectories: pl.DataFrame, base, rl, vocab: int) -> None
     """Raise, before any batch runs, what `score_trajectories` would raise on these
     trajectories and models (columns, empty sequences, ids, contexts, output heads): a run cut
     into parts checks its whole input first, so bad input leaves no part behind."""
-    _Plan.build(trajectories, base, rl, vocab, ScoreConfig())
+    _Plan.build(trajectories, base, rl, vocab, ScoreConfig(batch_tokens=BATCH_TOKENS))
+
+
+def planned(
+    config: ScoreConfig, trajectories: pl.DataFrame, base, rl, vocab: int, *, progress: bool
+) -> ScoreConfig:
+    """`config` with its batch tokens decided, and its chunk rows wherever a plan decides them:
+    the values given are kept, the others planned for the longest of `trajectories`
+    (`memory_plan.plan_scoring`; the plan printed once when `progress`), else `BATCH_TOKENS`
+    and the CPU's chunk rule. A run cut into parts plans once, on all of its trajectories, so
+    that every part is scored with the same values.
+
+    Raises:
+        DivscopeError: a missing column, or a budget that does not fit one sequence or one
+            output-head row.
+    """
+    if config.batch_tokens is not None and config.chunk_rows is not None:
+        return config
+    require_columns(trajectories.columns, TRAJECTORY_IDS, source="trajectories", what="scoring")
+    lengths = trajectories["prompt_ids"].list.len() + trajectories["response_ids"].list.len() - 1
+    memory = plan_scoring(
+        {"base": base, "rl": rl}, vocab, max_memory=config.max_memory,
+        chunk_rows=config.chunk_rows, batch_tokens=config.batch_tokens,
+        longest=max(lengths.max() or 1, 1), head_dtype=config.head_dtype,
+    )  # fmt: skip
+    announce(memory, enabled=progress)
+    if memory is None:
+        return replace(config, batch_tokens=config.batch_tokens or BATCH_TOKENS)
+    return replace(config, batch_tokens=memory.batch_tokens, chunk_rows=memory.chunk_rows)
 
 
 @dataclass(frozen=True)
@@ -307,40 +344,31 @@ def _pack(lengths: list[int], batch_tokens: int) -> list[list[int]]:
 def _scored_batches(
     plan: _Plan, base, rl, tokenizer, config: ScoreConfig
 ) -> Iterator[tuple[pl.DataFrame, int]]:
-    """Yield (token-table frame, full-sort rows) per batch.
-
-    A batch that runs out of GPU memory is scored half by half (`divscope.memory.halving`),
-    each half padded to the batch's width: the same rows, in the same order, and on the CPU
-    the same values (tested).
-    """
+    """Yield (token-table frame, full-sort rows) per batch."""
     pieces = _TokenPieces(tokenizer)
     scorer = _BatchScorer.build(plan, base, rl, config)
     for batch in plan.batches:
         batch = sorted(batch)  # input order within the batch
-        width = max(len(plan.prompts[i]) + len(plan.responses[i]) - 1 for i in batch)
-        columns, fallbacks = halving(
-            partial(scorer.rows, width=width),
-            batch,
-            merge=_merge_columns,
-            describe=partial(_describe_batch, width=width),
-            advice="lower --batch-tokens to avoid the recomputation",
-            too_large=scorer.too_large,
-        )
+        columns, fallbacks = scorer.score(batch)
         responses = [plan.responses[i] for i in batch]
         yield _batch_frame(plan, batch, responses, columns, pieces), fallbacks
 
 
-_Columns = tuple[dict[str, list[Tensor]], int]
-"""The statistics of some rows: each column's chunks (on the CPU), and the full-sort rows."""
-
-
 @dataclass(frozen=True)
 class _BatchScorer:
-    """Both models' forwards and the statistics of some of a plan's rows.
+    """Both models' forwards over a batch of a plan's rows, then the statistics of its
+    response positions, chunk by chunk.
 
     The statistics are computed on one device, the base model's output head's: the RL model's
     head is copied there (`OutputHead(device=...)`) and its hidden states follow, so no
     `[rows, V]` logits cross devices when the models sit on different ones.
+
+    A forward that runs out of GPU memory runs again on each half of the batch
+    (`divscope.memory.halving`), padded to the batch's width, which gives the same hidden
+    states (on the CPU; tested). The chunks are always the whole batch's: the output head's
+    matrix product may round a row differently in a chunk of other rows (it does on the CPU
+    for chunks of 1 to 3 rows), so splitting them would change the table. A chunk's memory
+    does not depend on the batch, so one that does not fit is an error naming --chunk-rows.
     """
 
     plan: _Plan
@@ -363,51 +391,77 @@ class _BatchScorer:
             release_freed_memory=_heap_trimmer() if cpu else lambda: None,
         )  # fmt: skip
 
-    def rows(self, batch: Sequence[int], *, width: int) -> _Columns:
-        """The statistics of the plan's rows `batch` (in that order), right-padded to `width`."""
-        prompts = [self.plan.prompts[i] for i in batch]
-        responses = [self.plan.responses[i] for i in batch]
-        head_b, head_r, chunk_rows = self.head_b, self.head_r, self.chunk_rows
+    def score(self, batch: list[int]) -> tuple[dict[str, list[Tensor]], int]:
+        """Each statistic's chunks (on the CPU) over the response positions of the plan's rows
+        `batch`, in that order, and the number of full-sort rows.
+
+        Raises:
+            DivscopeError: a sequence whose forward does not fit in GPU memory alone, or a
+                chunk that does not fit.
+        """
+        plan, head_b, chunk_rows = self.plan, self.head_b, self.chunk_rows
+        width = max(len(plan.prompts[i]) + len(plan.responses[i]) - 1 for i in batch)
         with torch.inference_mode():
-            hidden_b = _response_hidden(self.base, prompts, responses, width)  # [N, d_base]
-            hidden_r = _response_hidden(self.rl, prompts, responses, width)  # [N, d_rl]
-            token_ids = torch.tensor(
-                [t for r in responses for t in r], dtype=torch.int64, device=head_b.device
-            )  # [N]
+            hidden_b = self._hidden("base", batch, width)  # [N, d_base]
+            hidden_r = self._hidden("rl", batch, width)  # [N, d_rl]
+            ids = [t for i in batch for t in plan.responses[i]]
+            token_ids = torch.tensor(ids, dtype=torch.int64, device=head_b.device)  # [N]
             columns: dict[str, list[Tensor]] = {}
             fallbacks = 0
-            for lo in range(0, token_ids.numel(), chunk_rows):
-                rows = slice(lo, lo + chunk_rows)
-                logits_b = head_b(hidden_b[rows])  # [c, V] float32
-                logits_r = head_r(hidden_r[rows])  # [c, V] float32, on the same device
-                stats = pair_stats(logits_b, logits_r, token_ids[rows], self.stats)
-                fallbacks += stats.fallback_rows
-                for name, value in stats.columns().items():
-                    columns.setdefault(name, []).append(value.cpu())
-                del logits_b, logits_r, stats
-                self.release_freed_memory()
+            try:
+                for lo in range(0, token_ids.numel(), chunk_rows):
+                    rows = slice(lo, lo + chunk_rows)
+                    logits_b = head_b(hidden_b[rows])  # [c, V] float32
+                    logits_r = self.head_r(hidden_r[rows])  # [c, V] float32, on the same device
+                    stats = pair_stats(logits_b, logits_r, token_ids[rows], self.stats)
+                    fallbacks += stats.fallback_rows
+                    for name, value in stats.columns().items():
+                        columns.setdefault(name, []).append(value.cpu())
+                    del logits_b, logits_r, stats
+                    self.release_freed_memory()
+            except torch.cuda.OutOfMemoryError as error:
+                raise DivscopeError(
+                    f"out of GPU memory computing the statistics of {chunk_rows:,} positions at "
+                    f"once: lower --chunk-rows (positions per output-head chunk), or "
+                    f"{PLACEMENT_ADVICE}."
+                ) from error
         return columns, fallbacks
 
-    def too_large(self, row: int) -> str:
-        """The error of a sequence that runs out of GPU memory alone."""
-        prompt_id, sample_id = self.plan.frame.select(TRAJECTORY_KEY).row(row)
-        prompt, response = self.plan.prompts[row], self.plan.responses[row]
-        return (
-            f"out of GPU memory scoring prompt_id={prompt_id!r}, sample_id={sample_id!r} alone "
-            f"({len(prompt):,} prompt + {len(response):,} response tokens): lower --chunk-rows "
-            f"(positions per output-head chunk), or {PLACEMENT_ADVICE}."
+    def _hidden(self, name: str, batch: list[int], width: int) -> Tensor:
+        """The final hidden states `[N, d]` of model `name` (`base`, `rl`) at the response
+        positions of `batch`, right-padded to `width`: in one forward, or where that runs out
+        of GPU memory, half by half."""
+        model = self.base if name == "base" else self.rl
+        plan = self.plan
+
+        def forward(rows: Sequence[int]) -> Tensor:
+            prompts = [plan.prompts[i] for i in rows]
+            return _response_hidden(model, prompts, [plan.responses[i] for i in rows], width)
+
+        def describe(rows: Sequence[int]) -> str:
+            return (
+                f"the {name} model's forward pass over a batch of {len(rows):,} sequences "
+                f"({len(rows) * width:,} padded tokens)"
+            )
+
+        def too_large(row: int) -> str:
+            prompt_id, sample_id = plan.frame.select(TRAJECTORY_KEY).row(row)
+            prompt, response = plan.prompts[row], plan.responses[row]
+            return (
+                f"out of GPU memory in the {name} model's forward pass over prompt_id="
+                f"{prompt_id!r}, sample_id={sample_id!r} alone ({len(prompt):,} prompt + "
+                f"{len(response):,} response tokens): {PLACEMENT_ADVICE}, or drop such long "
+                "trajectories."
+            )
+
+        return halving(
+            forward,
+            batch,
+            merge=lambda first, second: torch.cat([first, second]),
+            describe=describe,
+            advice="lower --batch-tokens to avoid the recomputation",
+            too_large=too_large,
         )
-
-
-def _describe_batch(rows: Sequence[int], *, width: int) -> str:
-    """A batch in the out-of-memory warning: its sequences and padded tokens."""
-    return f"a batch of {len(rows):,} sequences ({len(rows) * width:,} padded tokens)"
-
-
-def _merge_columns(first: _Columns, second: _Columns) -> _Columns:
-    """The statistics of two runs of rows, the first's rows first."""
-    columns = {name: first[0][name] + second[0][name] for name in first[0]}
-    return columns, first[1] + second[1]
 
 
 def _heap_trimmer() -> Callable[[], None]:

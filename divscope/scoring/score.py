@@ -37,6 +37,8 @@ def score(
     dtype: str = DTYPE,
     device: str = DEVICE,
     device_map: str | None = None,
+    base_device: str | None = None,
+    rl_device: str | None = None,
     overwrite: bool = False,
     resume: bool = False,
     shard: str | None = None,
@@ -60,6 +62,9 @@ def score(
             GPU), `float32`, `bfloat16` or `float16`.
         device: `auto`, `cpu`, `cuda` or `cuda:N`.
         device_map: passed to `from_pretrained` for models larger than one GPU.
+        base_device: the base model's own device (e.g. `cuda:0`), overriding `device` for it;
+            the statistics are computed on the base model's device.
+        rl_device: the RL model's own device (e.g. `cuda:1`), overriding `device` for it.
         overwrite: replace an existing output.
         resume: continue an interrupted run (or start it): keep the parts written, after
             checking that the settings and trajectories are the same, and do the rest.
@@ -97,12 +102,11 @@ def score(
         scan_token_table,
         token_table_arrow_schema,
     )
-    from divscope.models import describe_model, load_models, load_tokenizer
+    from divscope.models import describe_model, describe_placement, load_models, load_tokenizer
     from divscope.parts import Parts, check_output, frame_digest
-    from divscope.scoring.engine import check_trajectories, score_trajectories
+    from divscope.scoring.engine import check_trajectories, planned, score_trajectories
     from divscope.vocab import check_tokenizers
 
-    start = time.perf_counter()
     world = current_world(shard, device)
     check_output(out, world)
     # Cheap checks first: a bad file or an existing output should not wait for model loading.
@@ -138,10 +142,14 @@ def score(
     done = parts.done(mine)
     todo = [u for u in mine if u not in done]
     fallback_rows = scored = 0
+    start = time.perf_counter()
     if todo:
+        own = {"base": world.device(base_device), "rl": world.device(rl_device)}
         models = load_models({"base": base, "rl": rl}, dtype=dtype, device=world.device(device),
-                             device_map=device_map)  # fmt: skip
+                             device_map=device_map, devices=own)  # fmt: skip
         check_trajectories(frame, models["base"], models["rl"], compatibility.vocab)
+        config = planned(config, frame, models["base"], models["rl"], compatibility.vocab,
+                         progress=progress)  # fmt: skip
         metadata = {
             **settings,
             "models": {
@@ -150,10 +158,13 @@ def score(
             },
             "trajectories": str(Path(trajectories)),
             "tokenizers": compatibility.metadata(),
-            "device": device if device_map is None else f"device_map={device_map}",
+            "device": describe_placement(
+                device, device_map, {"base": base_device, "rl": rl_device}
+            ),
             "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
         schema = token_table_arrow_schema()
+        start = time.perf_counter()
         total = int(sum(costs[u] for u in todo))
         with Progress(total, desc="scoring", unit="tok", scale=True, enabled=progress) as bar:
             for unit in todo:
@@ -166,11 +177,12 @@ def score(
                 fallback_rows += summary.fallback_rows
                 scored += summary.tokens
                 bar.update(summary.tokens)
+    seconds = time.perf_counter() - start
     if not parts.finish(world):
         return None
     js = scan_token_table(out).select("js").collect()["js"].to_numpy()
-    seconds = time.perf_counter() - start
-    return ScoreSummary.of(js, frame.height, fallback_rows, seconds, scored)
+    resumed = scored if scored != js.size else None
+    return ScoreSummary.of(js, frame.height, fallback_rows, seconds, resumed)
 
 
 def score_units(lengths: list[int], tokens: list[int], part_tokens: int) -> list[list[int]]:

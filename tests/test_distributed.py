@@ -1,0 +1,57 @@
+"""`divscope.distributed`: shares of the work, `--shard`, and torchrun's world."""
+
+import numpy as np
+import pytest
+
+from divscope.distributed import World, current_world
+from divscope.errors import DivscopeError
+
+
+@pytest.mark.parametrize("size", range(1, 8))
+@pytest.mark.parametrize("seed", range(3))
+def test_the_shares_cover_every_unit_exactly_once_and_balance_the_cost(size, seed):
+    rng = np.random.default_rng(seed)
+    costs = rng.integers(1, 1000, size=int(rng.integers(0, 40))).tolist()  # uneven, maybe none
+    shares = [World(rank=r, size=size).share(costs) for r in range(size)]
+    units = sorted(u for share in shares for u in share)
+    assert units == list(range(len(costs)))
+    for share in shares:
+        assert share == sorted(share)
+    loads = [sum(costs[u] for u in share) for share in shares]
+    assert max(loads) - min(loads) <= max(costs, default=0)
+    # Deterministic: the same input gives the same shares.
+    assert shares == [World(rank=r, size=size).share(costs) for r in range(size)]
+
+
+def test_fewer_units_than_ranks_leaves_some_ranks_idle():
+    assert [World(rank=r, size=3).share([5, 7]) for r in range(3)] == [[1], [0], []]
+
+
+@pytest.mark.parametrize("text", ["2/2", "-1/2", "1", "a/b", "1/0", "0/2/3"])
+def test_a_bad_shard_is_a_clear_error(text):
+    with pytest.raises(DivscopeError, match=r"--shard .*give i/n with 0 <= i < n"):
+        World.shard(text)
+
+
+def test_the_world_of_one_process_or_a_shard(monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert current_world() == World()
+    assert current_world("2/3") == World(rank=2, size=3)
+    assert not current_world("2/3").main and current_world("0/3").main
+
+
+def test_shard_under_torchrun_is_refused(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(DivscopeError, match="torchrun already splits the work"):
+        current_world("0/2")
+
+
+def test_a_lone_process_keeps_its_device():
+    world = World(rank=1, size=4)  # --shard: one process per node
+    assert world.device("cuda:1") == "cuda:1" and world.device("cpu") == "cpu"
+
+
+def test_on_main_without_a_group_just_runs():
+    assert World().on_main(lambda: 42) == 42
+    with pytest.raises(DivscopeError, match="boom"):
+        World().on_main(lambda: (_ for _ in ()).throw(DivscopeError("boom")))
