@@ -73,7 +73,8 @@ def test_resume_keeps_finished_parts_and_checks_the_settings(tmp_path):
         _start(out)
     assert _start(out, resume=True).done(range(3)) == {0, 2}
     other = SETTINGS | {"top_p": 0.9}
-    with pytest.raises(DivscopeError, match=r"other settings or inputs \(top_p: was 0.7, now 0.9\)"):
+    changed = r"other settings or inputs \(top_p: was 0.7, now 0.9\)"
+    with pytest.raises(DivscopeError, match=changed):
         _start(out, other, resume=True)
     with pytest.raises(DivscopeError, match=r"parts: was 3, now 4"):
         _start(out, n_parts=4, resume=True)
@@ -123,7 +124,7 @@ def test_a_damaged_part_is_named_on_resume_and_on_read(tmp_path, damage):
         data[(start or column.data_page_offset) + column.total_compressed_size - 1] ^= 0xFF
     path.write_bytes(bytes(data))
     reason = "Parquet magic bytes not found" if damage == "truncated" else "CRC checksum"
-    message = rf"{path}: part is truncated or corrupted .*{reason}.*delete it and rerun with --resume"
+    message = rf"{path}: part is truncated or corrupted .*{reason}.*delete it and rerun"
     with pytest.raises(DivscopeError, match=message):
         read_table(out)
     with pytest.raises(DivscopeError, match=message):

@@ -65,9 +65,9 @@ def score(
     KL, entropies, ranks, top-k overlaps; see docs/contracts.md) and prints a one-screen summary.
     The table is written in parts as they are scored; --resume continues an interrupted run.
     """
-    from divscope.scoring import ScoreConfig, StatsConfig
     from divscope.distributed import reports
     from divscope.parts import written
+    from divscope.scoring import ScoreConfig, StatsConfig
     from divscope.scoring.score import score as run
 
     config = ScoreConfig(

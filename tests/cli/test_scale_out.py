@@ -58,8 +58,9 @@ def test_torchrun_scores_the_same_table_as_one_process(single, tmp_path):
 def test_shards_cover_every_trajectory_once(single, tmp_path):
     out = tmp_path / "tokens"
     for rank in (2, 0, 1):
-        summary = divscope.score(TRAJECTORIES, base=str(LAB / "base"), rl=str(LAB / "rl"),
-                                 out=out, shard=f"{rank}/3", resume=True, progress=False)  # fmt: skip
+        models = {"base": str(LAB / "base"), "rl": str(LAB / "rl")}
+        shard = {"shard": f"{rank}/3", "resume": True, "progress": False}
+        summary = divscope.score(TRAJECTORIES, out=out, **models, **shard)
         assert (summary is None) == (rank != 1)  # the last shard to finish completes the table
     assert read_token_table(out).equals(single)
 
