@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every GPU check in one go, on a machine with one CUDA GPU, in under 10 minutes:
 #   1. the GPU test suite (python -m pytest -m gpu): CUDA bf16 scoring against the float64
-#      reference, a split device map, lockstep decoding invariants, vLLM where installed;
+#      reference, a split device map, lockstep decoding invariants, each model on its own
+#      GPU (tests/test_gpu_placement.py; both on cuda:0 with one GPU), vLLM where installed;
 #   2. bench/score.py --device cuda: the scoring engine vs the naive path and bare forwards;
 #   3. bench/decode.py --device cuda: forward cross-sampling vs model.generate, on a random
 #      Llama, on a Qwen-sized vocabulary and on the lab models.

@@ -40,8 +40,8 @@ SCORING_BUFFERS = 32
 """float32 `[rows, V]` buffers of one scoring chunk at their peak, the chunk's two logits
 included: `pair_stats` measured with every row redone by the exact full sort (sorted
 probabilities and int64 ids per model, float64 cumulative sums of the nuclei, the truncated
-JS's temporaries) at a temperature other than 1 peaks at 31.7 (22 at temperature 1); rows that
-the sorted windows settle, nearly all of them, need 8 (9 at another temperature)."""
+JS's temporaries) at a temperature other than 1 peaks at 31.7 (22 at temperature 1); a chunk
+whose rows the sorted windows all settle needs 8 (9 at another temperature)."""
 DECODING_BUFFERS = 24
 """float32 `[rows, V]` buffers of one decoding step at their peak, the models' logits included:
 measured for every policy, worst with two models whose rows all need the exact full sort
@@ -177,8 +177,6 @@ class _Model:
     """Parameter bytes by device."""
     layers: dict[str, float]
     """Share of the decoder layers by device (their KV cache and activations are there)."""
-    inputs: str
-    """Device of the input embeddings (the decoder's own tensors are there)."""
     head: str
     """Device of the output head (the final hidden states and the logits are there)."""
     kv: int
@@ -204,9 +202,8 @@ def _describe(model, vocab: int, head_dtype: str | None, device: str | None) -> 
 
     weights: dict[str, int] = {}
     for p in params:
-        weights[device or str(p.device)] = weights.get(device or str(p.device), 0) + (
-            p.numel() * p.element_size()
-        )
+        there = device or str(p.device)
+        weights[there] = weights.get(there, 0) + p.numel() * p.element_size()
     layers = list(getattr(model.get_decoder(), "layers", ()))
     shares: dict[str, float] = {}
     for layer in layers:
@@ -216,7 +213,6 @@ def _describe(model, vocab: int, head_dtype: str | None, device: str | None) -> 
     return _Model(
         weights=weights,
         layers=shares or {where(model): 1.0},
-        inputs=where(model.get_input_embeddings()),
         head=where(head),
         kv=kv_bytes_per_token(config, dtype_bytes),
         activation=activation_bytes_per_token(config, dtype_bytes),

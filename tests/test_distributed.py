@@ -55,3 +55,18 @@ def test_on_main_without_a_group_just_runs():
     assert World().on_main(lambda: 42) == 42
     with pytest.raises(DivscopeError, match="boom"):
         World().on_main(lambda: (_ for _ in ()).throw(DivscopeError("boom")))
+
+
+@pytest.mark.parametrize("size", range(1, 8))
+def test_the_shares_of_a_scoring_run_cover_every_trajectory_once(size):
+    from divscope.scoring.score import score_units
+
+    rng = np.random.default_rng(size)
+    lengths = rng.integers(2, 3000, size=101).tolist()  # uneven: 2 to 3,000 tokens
+    tokens = [max(1, n // 2) for n in lengths]
+    units = score_units(lengths, tokens, part_tokens=4096)
+    assert len(units) >= 16
+    costs = [sum(tokens[i] for i in unit) for unit in units]
+    rows = [i for r in range(size) for u in World(rank=r, size=size).share(costs) for i in units[u]]
+    assert sorted(rows) == list(range(101))
+    assert all(c <= 4096 or len(u) == 1 for u, c in zip(units, costs, strict=True))

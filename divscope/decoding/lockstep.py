@@ -249,12 +249,13 @@ def decode(
             `policy.models` are used.
         requests: what to decode; a request's budget caps its switches.
         policy: the intervention policy.
-        config: sampling, length cap, seed, batch size, head dtype.
+        config: sampling, length cap, seed, batch size, head dtype; a batch size left None is
+            planned for every model of `models` and these requests (`planned`).
         vocab: the shared tokenizer's size.
         eos_ids: tokens that end a response (kept as its last token), e.g. `stop_ids`.
         pad_id: the id used for left padding (masked).
         suppressed: ids never emitted (special tokens the tokenizers do not share).
-        progress: show a progress bar on stderr.
+        progress: show a progress bar (and a memory plan, once) on stderr.
 
     Returns:
         One `Decoded` per request, in input order.

@@ -159,10 +159,12 @@ def score_trajectories(
         base: the base model (a transformers causal LM, in eval mode, on its device).
         rl: the RL-fine-tuned model; it must share `tokenizer` with `base`.
         tokenizer: the shared tokenizer; its size is the vocabulary.
-        config: top-p, temperature, batching and chunking.
+        config: top-p, temperature, batching and chunking; values left None are planned for
+            these trajectories (`planned`).
         sink: called with each finished batch as a token-table frame (all `TOKEN_TABLE`
             columns, those dtypes), e.g. `TokenTableWriter.write` or `list.append`.
-        progress: report progress with tokens/s on stderr (`divscope.progress`).
+        progress: report progress with tokens/s (and a memory plan, once) on stderr
+            (`divscope.progress`).
         vocab: the ids compared (`divscope.vocab.Compatibility.vocab`, the ids all the
             tokenizers share); None: `len(tokenizer)`.
 

@@ -187,9 +187,10 @@ def score(
 
 def score_units(lengths: list[int], tokens: list[int], part_tokens: int) -> list[list[int]]:
     """The units of work of a scoring run: runs of the trajectories sorted by length (longest
-    first; ties in input order), each with about the same number of response `tokens`, at most
-    `part_tokens` (a longer trajectory is a unit of its own), and at least `MIN_PARTS` units
-    when there are that many trajectories. Each unit's rows are in input order.
+    first; ties in input order), each filled up to total / max(ceil(total / part_tokens),
+    MIN_PARTS) response `tokens` (so at most `part_tokens`; a longer trajectory is a unit of its
+    own), hence at least `MIN_PARTS` units when there are that many trajectories. Each unit's
+    rows are in input order.
 
     >>> score_units([5, 9, 7, 3], [1, 1, 1, 1], part_tokens=2)
     [[1], [2], [0], [3]]
@@ -197,12 +198,13 @@ def score_units(lengths: list[int], tokens: list[int], part_tokens: int) -> list
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     total = sum(tokens)
     n_units = max(-(-total // part_tokens), min(MIN_PARTS, len(order)), 1)
-    quota = total / n_units
+    quota = total / n_units  # <= part_tokens
     units: list[list[int]] = [[]]
-    filled = 0
+    filled = 0  # tokens of the last unit
     for i in order:
-        if units[-1] and filled + tokens[i] > quota * len(units) + 1e-9:
+        if units[-1] and filled + tokens[i] > quota + 1e-9:
             units.append([])
+            filled = 0
         units[-1].append(i)
         filled += tokens[i]
     return [sorted(unit) for unit in units]

@@ -91,9 +91,7 @@ def want(lab):
     return {policy: _decode(lab, policy, **params)[0] for policy, params in POLICIES}
 
 
-def test_a_batch_out_of_memory_is_decoded_in_halves_with_the_same_responses(
-    lab, want, monkeypatch
-):
+def test_a_batch_out_of_memory_is_decoded_in_halves_with_the_same_responses(lab, want, monkeypatch):
     prefills = _fitting(monkeypatch, rows=4)
     said = []
     for policy, params in POLICIES:

@@ -74,9 +74,7 @@ def _score(lab):
     return table, [str(w.message) for w in caught if issubclass(w.category, DivscopeWarning)]
 
 
-def test_a_forward_out_of_memory_runs_in_halves_and_gives_the_same_table(
-    lab, want, monkeypatch
-):
+def test_a_forward_out_of_memory_runs_in_halves_and_gives_the_same_table(lab, want, monkeypatch):
     seen: list[int] = []
     monkeypatch.setattr(engine, "_response_hidden", _forward_fitting(2, seen))
     got, warned = _score(lab)
