@@ -311,6 +311,16 @@ class MemoryPlan:
         return "given, " if name in self.given else ""
 
 
+def _described_budgets(
+    models, vocab: int, head_dtype, placement, max_memory: int | None
+) -> tuple[list[_Model], list[DeviceBudget]]:
+    """Every model's arithmetic, in order, and the budgets of the devices holding them."""
+    described = {name: _describe(model, vocab, head_dtype, (placement or {}).get(name))
+                 for name, model in models.items()}  # fmt: skip
+    budgets = _budgets(described, max_memory, placed=placement is not None)
+    return list(described.values()), budgets
+
+
 def _budgets(
     described: Mapping[str, _Model], max_memory: int | None, *, placed: bool
 ) -> list[DeviceBudget]:
@@ -408,12 +418,9 @@ def plan_scoring(
     """
     if chunk_rows is not None and batch_tokens is not None:
         return None
-    described = {name: _describe(model, vocab, head_dtype, (placement or {}).get(name))
-                 for name, model in models.items()}  # fmt: skip
-    budgets = _budgets(described, max_memory, placed=placement is not None)
+    listed, budgets = _described_budgets(models, vocab, head_dtype, placement, max_memory)
     if not budgets:
         return None
-    listed = list(described.values())
     stats_device = listed[0].head  # the engine computes every chunk on the base head's device
     tokens_chosen, forward_bytes = [], []
     rows = chunk_rows
@@ -500,12 +507,9 @@ def plan_decoding(
     """
     if batch_size is not None:
         return None
-    described = {name: _describe(model, vocab, head_dtype, (placement or {}).get(name))
-                 for name, model in models.items()}  # fmt: skip
-    budgets = _budgets(described, max_memory, placed=placement is not None)
+    listed, budgets = _described_budgets(models, vocab, head_dtype, placement, max_memory)
     if not budgets:
         return None
-    listed = list(described.values())
     stats_device = listed[0].head  # the decoder computes every model's logits there
     sizes = []
     for budget in budgets:
@@ -528,7 +532,7 @@ def plan_decoding(
     return MemoryPlan(
         tuple(budgets),
         batch_size=min(sizes),
-        kv_per_token=sum(m.kv for m in described.values()),
+        kv_per_token=sum(m.kv for m in listed),
         tokens=longest,
     )
 

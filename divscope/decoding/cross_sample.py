@@ -214,6 +214,7 @@ def cross_sample(
             "prompts": str(Path(prompts)),
             "policies": [{"policy": p.name, **p.params()} for p in policies],
             "budgets": list(budgets),
+            "batch_size": config.batch_size,  # as planned (`--max-memory`) or given
             **loaded.metadata(),
             "device": describe_placement(
                 device, device_map, {"base": base_device, "rl": rl_device}

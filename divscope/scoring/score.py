@@ -158,6 +158,8 @@ def score(
             },
             "trajectories": str(Path(trajectories)),
             "tokenizers": compatibility.metadata(),
+            "batch_tokens": config.batch_tokens,  # as planned (`--max-memory`) or given
+            "chunk_rows": config.chunk_rows,
             "device": describe_placement(
                 device, device_map, {"base": base_device, "rl": rl_device}
             ),
