@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import polars as pl
 import pytest
 import torch
 
@@ -184,3 +185,22 @@ def test_a_killed_cross_sample_resumes_to_the_same_results(tmp_path):
     assert results.equals(reference)
     assert json.loads((out / MANIFEST).read_text())["parts"] == 12
     assert read_cross_sample(out).equals(reference)
+
+
+@pytest.mark.gpu
+def test_on_gpus_the_processes_score_as_one(tmp_path):
+    """torchrun with NCCL on two GPUs (two `--shard`s one after the other with one GPU): the
+    same table as one process, each unit scored with the same batches."""
+    on_gpu = ["--device", "cuda", "--dtype", "float32"]
+    _finish(_divscope("score", TRAJECTORIES, *MODELS, *on_gpu, "--out", tmp_path / "one"))
+    two = tmp_path / "two"
+    if torch.cuda.device_count() >= 2:
+        _finish(_divscope("score", TRAJECTORIES, *MODELS, *on_gpu, "--out", two, torchrun=True))
+    else:
+        for shard in ("1/2", "0/2"):
+            args = ["--shard", shard, "--resume"]
+            _finish(_divscope("score", TRAJECTORIES, *MODELS, *on_gpu, "--out", two, *args))
+    one, other = read_token_table(tmp_path / "one"), read_token_table(two)
+    assert one.select(pl.exclude(pl.Float32)).equals(other.select(pl.exclude(pl.Float32)))
+    for name in one.select(pl.col(pl.Float32)).columns:
+        assert (one[name] - other[name]).abs().max() <= 1e-5, name
