@@ -126,7 +126,7 @@ def cross_sample(
     from divscope.grading import GradeConfig, get_grader, grade_table
     from divscope.io import cross_sample_frame, read_cross_sample, read_prompts
     from divscope.models import describe_model, describe_placement
-    from divscope.parts import Parts, check_output
+    from divscope.parts import Parts, check_output, share_note
 
     world = current_world(shard, device)
     check_output(out, world)
@@ -224,7 +224,9 @@ def cross_sample(
         grading = GradeConfig(grader, timeout=grade_timeout) if grader is not None else None
         answers = frame.select("prompt_id", "answer") if grader is not None else None
         rows = sum(len(chunks[u % len(chunks)]) * n for u in todo)
-        with Progress(rows, desc="cross-sampling", unit="seq", enabled=progress) as bar:
+        with Progress(
+            rows, desc=f"cross-sampling{share_note(world)}", unit="seq", enabled=progress
+        ) as bar:
             for unit in todo:
                 (policy, budget), chunk = runs[unit // len(chunks)], chunks[unit % len(chunks)]
                 requests = [

@@ -222,7 +222,11 @@ def generate(
         note(engine.check(requests), enabled=progress)  # fail before any work, not midway
     n_responses = n_finished = n_tokens = 0
     with Progress(
-        len(mine), desc="generating", unit="prompt", initial=len(done), enabled=progress
+        len(mine),
+        desc=f"generating{share_note(world)}",
+        unit="prompt",
+        initial=len(done),
+        enabled=progress,
     ) as bar:
         for j, responses in engine.sample(requests) if engine is not None else ():
             i = todo[j]

@@ -103,7 +103,7 @@ def score(
         token_table_arrow_schema,
     )
     from divscope.models import describe_model, describe_placement, load_models, load_tokenizer
-    from divscope.parts import Parts, check_output, frame_digest
+    from divscope.parts import Parts, check_output, frame_digest, share_note
     from divscope.scoring.engine import check_trajectories, planned, score_trajectories
     from divscope.vocab import check_tokenizers
 
@@ -168,7 +168,9 @@ def score(
         schema = token_table_arrow_schema()
         start = time.perf_counter()
         total = int(sum(costs[u] for u in todo))
-        with Progress(total, desc="scoring", unit="tok", scale=True, enabled=progress) as bar:
+        with Progress(
+            total, desc=f"scoring{share_note(world)}", unit="tok", scale=True, enabled=progress
+        ) as bar:
             for unit in todo:
                 batches: list[pl.DataFrame] = []
                 summary = score_trajectories(
