@@ -54,7 +54,8 @@ def test_torchrun_scores_the_same_table_as_one_process(single, tmp_path):
     output = _finish(_divscope("score", TRAJECTORIES, *MODELS, "--out", out, torchrun=True))
     assert read_token_table(out).equals(single)
     assert output.count("JS quantiles") == 1  # rank 0 reports the whole table
-    assert "share 1 of 2" not in output and not list(tmp_path.glob(".*"))
+    assert output.count(f"wrote {out}") == 1 and not list(tmp_path.glob(".*"))
+    assert "scoring (share 1 of 2): 2" in output  # each rank's progress names its share
 
 
 def test_shards_cover_every_trajectory_once(single, tmp_path):
@@ -188,6 +189,7 @@ def test_a_killed_cross_sample_resumes_to_the_same_results(tmp_path):
 
 
 @pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_on_gpus_the_processes_score_as_one(tmp_path):
     """torchrun with NCCL on two GPUs (two `--shard`s one after the other with one GPU): the
     same table as one process, each unit scored with the same batches."""
