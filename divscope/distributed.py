@@ -155,12 +155,15 @@ def reports() -> bool:
     return os.environ.get("RANK", "0") == "0"
 
 
-def current_world(shard: str | None = None, device: str = "auto") -> World:
+def current_world(
+    shard: str | None = None, device: str = "auto", device_map: str | None = None
+) -> World:
     """The world of this process: torchrun's group when started by torchrun (joined here, with
     NCCL when `device` puts the models on GPUs, else gloo), `--shard i/n`, or one process.
 
     Raises:
-        DivscopeError: `--shard` under torchrun.
+        DivscopeError: `--shard` under torchrun, or `--device-map` with several torchrun
+            processes on a node (each would spread its models over every GPU of the node).
     """
     size = int(os.environ.get("WORLD_SIZE", "1"))
     if size <= 1:
@@ -170,6 +173,13 @@ def current_world(shard: str | None = None, device: str = "auto") -> World:
             f"--shard {shard} under torchrun ({size} processes): torchrun already splits the "
             "work; use one or the other."
         )
+    local_size = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    if device_map is not None and local_size > 1:
+        raise DivscopeError(
+            f"--device-map {device_map} with {local_size} torchrun processes on a node: each "
+            "would spread its models over every GPU of the node; start one process per node "
+            "(--nproc-per-node 1), or give each process its GPUs with --base-device/--rl-device."
+        )
     import torch
     import torch.distributed as dist
 
@@ -177,7 +187,7 @@ def current_world(shard: str | None = None, device: str = "auto") -> World:
         rank=int(os.environ["RANK"]),
         size=size,
         local_rank=int(os.environ.get("LOCAL_RANK", "0")),
-        local_size=int(os.environ.get("LOCAL_WORLD_SIZE", "1")),
+        local_size=local_size,
         group=True,
     )
     if not dist.is_initialized():

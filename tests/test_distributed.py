@@ -46,6 +46,13 @@ def test_shard_under_torchrun_is_refused(monkeypatch):
         current_world("0/2")
 
 
+def test_a_device_map_with_several_processes_per_node_is_refused(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    with pytest.raises(DivscopeError, match="each would spread its models over every GPU"):
+        current_world(device_map="auto")
+
+
 def test_a_lone_process_keeps_its_device():
     world = World(rank=1, size=4)  # --shard: one process per node
     assert world.device("cuda:1") == "cuda:1" and world.device("cpu") == "cpu"

@@ -128,7 +128,7 @@ def cross_sample(
     from divscope.models import describe_model, describe_placement
     from divscope.parts import Parts, check_output, share_note
 
-    world = current_world(shard, device)
+    world = current_world(shard, device, device_map)
     check_output(out, world)
     if n < 1:
         raise DivscopeError(f"--n must be >= 1, got {n}.")

@@ -189,7 +189,7 @@ def generate(
             f"{flag}: not used by --engine vllm, which places the model on the GPUs itself; "
             "drop it (and shard a large model with --tensor-parallel-size)."
         )
-    world = current_world(shard, device)
+    world = current_world(shard, device, device_map)
     if config.engine == "vllm" and world.group:
         raise DivscopeError(
             "--engine vllm under torchrun: vLLM runs its own processes; start one generate per "

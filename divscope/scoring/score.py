@@ -107,7 +107,7 @@ def score(
     from divscope.scoring.engine import check_trajectories, planned, score_trajectories
     from divscope.vocab import check_tokenizers
 
-    world = current_world(shard, device)
+    world = current_world(shard, device, device_map)
     check_output(out, world)
     # Cheap checks first: a bad file or an existing output should not wait for model loading.
     frame = read_trajectories(trajectories)
