@@ -16,6 +16,7 @@ Two ways to run several processes:
 
 from __future__ import annotations
 
+import atexit
 import heapq
 import os
 from collections.abc import Callable, Sequence
@@ -141,13 +142,6 @@ class World:
 
             dist.barrier()
 
-    def close(self) -> None:
-        """Leave the process group (torchrun)."""
-        if self.group:
-            import torch.distributed as dist
-
-            dist.destroy_process_group()
-
 
 def reports() -> bool:
     """Whether this process prints a run's closing report: rank 0 under torchrun (the others
@@ -195,4 +189,5 @@ def current_world(
         if gpu:
             torch.cuda.set_device(world.device("cuda"))
         dist.init_process_group(backend="nccl" if gpu else "gloo")
+        atexit.register(dist.destroy_process_group)  # leave the group cleanly at exit
     return world
