@@ -127,7 +127,7 @@ class ScoreSummary:
         rate = scored / self.seconds if self.seconds > 0 else math.nan
         quantiles = ", ".join(f"p{100 * q:g}={v:.4g}" for q, v in self.js_quantiles) or "-"
         share = f"{self.fallback_rows / scored:.2%}" if scored else "-"
-        this = "" if self.scored_tokens is None else f"this run scored {scored:,} at "
+        this = "" if self.scored_tokens is None else f"this process scored {scored:,} at "
         return "\n".join(
             [
                 f"sequences        {self.sequences:,}",

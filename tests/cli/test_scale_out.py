@@ -102,7 +102,7 @@ def test_a_killed_score_resumes_to_the_same_table(single, tmp_path, parts_before
     output = _finish(_divscope("score", TRAJECTORIES, *MODELS, "--out", out, "--resume"))
     assert read_token_table(out).equals(single)
     if kept:
-        assert "this run scored" in output
+        assert "this process scored" in output
 
 
 @pytest.mark.slow
