@@ -150,8 +150,10 @@ def score_trajectories(
     sink: Callable[[pl.DataFrame], None],
     progress: bool = True,
     vocab: int | None = None,
+    groups: Sequence[Sequence[int]] | None = None,
 ) -> ScoreSummary:
-    """Score every response token of `trajectories` under `base` and `rl`.
+    """Score every response token of `trajectories` (or of the rows of `groups`) under `base`
+    and `rl`.
 
     Args:
         trajectories: one row per response with `prompt_id`, `sample_id`, `prompt_ids`,
@@ -167,6 +169,10 @@ def score_trajectories(
             (`divscope.progress`).
         vocab: the ids compared (`divscope.vocab.Compatibility.vocab`, the ids all the
             tokenizers share); None: `len(tokenizer)`.
+        groups: row indices of `trajectories` to score, group by group: each group is packed
+            into batches of its own and its batches reach `sink` before the next group's, so
+            a caller knows a group is done when all of its tokens have arrived (the parts of
+            `divscope.score`). None: every row, in one group. Every row is validated either way.
 
     Returns:
         The run's summary.
@@ -179,7 +185,7 @@ def score_trajectories(
     start = time.perf_counter()
     vocab = vocab_size(tokenizer) if vocab is None else vocab
     config = planned(config, trajectories, base, rl, vocab, progress=progress)
-    plan = _Plan.build(trajectories, base, rl, vocab, config)
+    plan = _Plan.build(trajectories, base, rl, vocab, config, groups)
     js_parts: list[np.ndarray] = []
     fallback_rows = 0
     with Progress(
@@ -191,7 +197,7 @@ def score_trajectories(
             fallback_rows += fallbacks
             bar.update(frame.height)
     js = np.concatenate(js_parts) if js_parts else np.empty(0, dtype=np.float32)
-    return ScoreSummary.of(js, trajectories.height, fallback_rows, time.perf_counter() - start)
+    return ScoreSummary.of(js, plan.sequences, fallback_rows, time.perf_counter() - start)
 
 
 def score_table(
@@ -216,21 +222,15 @@ def score_table(
     return pl.concat(parts)
 
 
-def check_trajectories(trajectories: pl.DataFrame, base, rl, vocab: int) -> None:
-    """Raise, before any batch runs, what `score_trajectories` would raise on these
-    trajectories and models (columns, empty sequences, ids, contexts, output heads): a run cut
-    into parts checks its whole input first, so bad input leaves no part behind."""
-    _Plan.build(trajectories, base, rl, vocab, ScoreConfig(batch_tokens=BATCH_TOKENS))
-
-
 def planned(
     config: ScoreConfig, trajectories: pl.DataFrame, base, rl, vocab: int, *, progress: bool
 ) -> ScoreConfig:
-    """`config` with its batch tokens decided, and its chunk rows wherever a plan decides them:
-    the values given are kept, the others planned for the longest of `trajectories`
-    (`memory_plan.plan_scoring`; the plan printed once when `progress`), else `BATCH_TOKENS`
-    and the CPU's chunk rule. A run cut into parts plans once, on all of its trajectories, so
-    that every part is scored with the same values.
+    """`config` with its batch tokens and chunk rows decided: the values given are kept, the
+    others planned for the longest of `trajectories` (`memory_plan.plan_scoring`, which plans
+    wherever a model sits on a GPU or `max_memory` is given; the plan printed once when
+    `progress`), else `BATCH_TOKENS` and the CPU's chunk rule (`_cpu_chunk_rows`). A run cut
+    into parts plans once, on all of its trajectories, so that every part is scored with the
+    same values.
 
     Raises:
         DivscopeError: a missing column, or a budget that does not fit one sequence or one
@@ -247,23 +247,38 @@ def planned(
     )  # fmt: skip
     announce(memory, enabled=progress)
     if memory is None:
-        return replace(config, batch_tokens=config.batch_tokens or BATCH_TOKENS)
+        return replace(
+            config,
+            batch_tokens=config.batch_tokens or BATCH_TOKENS,
+            chunk_rows=config.chunk_rows or _cpu_chunk_rows(vocab),
+        )
     return replace(config, batch_tokens=memory.batch_tokens, chunk_rows=memory.chunk_rows)
 
 
 @dataclass(frozen=True)
 class _Plan:
-    """Validated inputs and the batches to run (lists of row indices, longest first)."""
+    """Validated inputs and the batches to run (lists of row indices, longest first within
+    each group of rows)."""
 
     frame: pl.DataFrame
     prompts: list[list[int]]
     responses: list[list[int]]
     batches: list[list[int]]
     vocab: int
+    sequences: int
+    """Rows to score."""
     total_tokens: int
+    """Their response tokens."""
 
     @staticmethod
-    def build(trajectories: pl.DataFrame, base, rl, vocab: int, config: ScoreConfig) -> _Plan:
+    def build(
+        trajectories: pl.DataFrame,
+        base,
+        rl,
+        vocab: int,
+        config: ScoreConfig,
+        groups: Sequence[Sequence[int]] | None = None,
+    ) -> _Plan:
         require_columns(
             trajectories.columns,
             (*TRAJECTORY_KEY, *TRAJECTORY_IDS),
@@ -291,13 +306,19 @@ class _Plan:
                         f"response tokens need {length} positions, its context is {limit} "
                         "(config.max_position_embeddings). Drop or truncate such trajectories."
                     )
+        groups = [range(len(lengths))] if groups is None else groups
         plan = _Plan(
             frame=trajectories,
             prompts=prompts,
             responses=responses,
-            batches=_pack(lengths, config.batch_tokens),
+            batches=[
+                [group[i] for i in batch]
+                for group in groups
+                for batch in _pack([lengths[j] for j in group], config.batch_tokens)
+            ],
             vocab=vocab,
-            total_tokens=sum(len(r) for r in responses),
+            sequences=sum(len(group) for group in groups),
+            total_tokens=sum(len(responses[j]) for group in groups for j in group),
         )
         if trajectories.height:
             for name, model in (("base", base), ("rl", rl)):
@@ -389,7 +410,7 @@ class _BatchScorer:
         cpu = head_b.device.type == "cpu"
         return _BatchScorer(
             plan, base, rl, head_b, head_r, config.stats,
-            chunk_rows=config.chunk_rows or _auto_chunk_rows(plan.vocab, head_b.device),
+            chunk_rows=config.chunk_rows,  # decided by `planned`
             release_freed_memory=_heap_trimmer() if cpu else lambda: None,
         )  # fmt: skip
 
@@ -480,9 +501,10 @@ def _heap_trimmer() -> Callable[[], None]:
     return lambda: trim(0)
 
 
-def _auto_chunk_rows(vocab: int, device: torch.device) -> int:
-    budget = (256 if device.type == "cuda" else 24) * 2**20  # bytes per [rows, V] buffer
-    return max(1, budget // (4 * vocab))
+def _cpu_chunk_rows(vocab: int) -> int:
+    """Chunk rows without a memory plan (the CPU without --max-memory): as many as keep one
+    float32 [rows, V] buffer within 24 MiB (see `ScoreConfig.chunk_rows`)."""
+    return max(1, 24 * 2**20 // (4 * vocab))
 
 
 def _response_hidden(

@@ -96,15 +96,10 @@ def score(
     """
     from divscope import __version__
     from divscope.distributed import current_world
-    from divscope.io import (
-        attach_token_ids,
-        read_trajectories,
-        scan_token_table,
-        token_table_arrow_schema,
-    )
+    from divscope.io import attach_token_ids, read_trajectories, scan_token_table
     from divscope.models import describe_model, describe_placement, load_models, load_tokenizer
     from divscope.parts import Parts, check_output, frame_digest, share_note
-    from divscope.scoring.engine import check_trajectories, planned, score_trajectories
+    from divscope.scoring.engine import planned, score_trajectories
     from divscope.vocab import check_tokenizers
 
     world = current_world(shard, device, device_map)
@@ -147,7 +142,6 @@ def score(
         own = {"base": world.device(base_device), "rl": world.device(rl_device)}
         models = load_models({"base": base, "rl": rl}, dtype=dtype, device=world.device(device),
                              device_map=device_map, devices=own)  # fmt: skip
-        check_trajectories(frame, models["base"], models["rl"], compatibility.vocab)
         config = planned(config, frame, models["base"], models["rl"], compatibility.vocab,
                          progress=progress)  # fmt: skip
         metadata = {
@@ -165,28 +159,46 @@ def score(
             ),
             "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
-        schema = token_table_arrow_schema()
         start = time.perf_counter()
-        total = int(sum(costs[u] for u in todo))
         with Progress(
-            total, desc=f"scoring{share_note(world)}", unit="tok", scale=True, enabled=progress
-        ) as bar:
-            for unit in todo:
-                batches: list[pl.DataFrame] = []
-                summary = score_trajectories(
-                    frame[units[unit]], models["base"], models["rl"], tokenizer, config,
-                    sink=batches.append, progress=False, vocab=compatibility.vocab,
-                )  # fmt: skip
-                parts.write(unit, pl.concat(batches), metadata, schema)
-                fallback_rows += summary.fallback_rows
-                scored += summary.tokens
-                bar.update(summary.tokens)
+            int(sum(costs[u] for u in todo)), desc=f"scoring{share_note(world)}", unit="tok",
+            scale=True, enabled=progress,
+        ) as bar:  # fmt: skip
+            writer = _UnitWriter(parts, [(u, costs[u]) for u in todo], metadata, bar)
+            summary = score_trajectories(
+                frame, models["base"], models["rl"], tokenizer, config, sink=writer.write,
+                progress=False, vocab=compatibility.vocab, groups=[units[u] for u in todo],
+            )  # fmt: skip
+        fallback_rows, scored = summary.fallback_rows, summary.tokens
     seconds = time.perf_counter() - start
     if not parts.finish(world):
         return None
     js = scan_token_table(out).select("js").collect()["js"].to_numpy()
     resumed = scored if scored != js.size else None
     return ScoreSummary.of(js, frame.height, fallback_rows, seconds, resumed)
+
+
+class _UnitWriter:
+    """The sink of a run's batches: it collects each unit's batches, which arrive unit by unit
+    (`score_trajectories(groups=...)`), and writes the unit's part once all of its tokens are
+    in; `bar` counts the tokens."""
+
+    def __init__(self, parts, units: list[tuple[int, int]], metadata: dict, bar) -> None:
+        from divscope.io import token_table_arrow_schema
+
+        self.parts, self.metadata, self.bar = parts, metadata, bar
+        self.pending = list(units)  # (unit, response tokens), in the order they are scored
+        self.batches: list[pl.DataFrame] = []
+        self.schema = token_table_arrow_schema()
+
+    def write(self, batch: pl.DataFrame) -> None:
+        self.bar.update(batch.height)
+        self.batches.append(batch)
+        unit, tokens = self.pending[0]
+        if sum(b.height for b in self.batches) == tokens:
+            self.parts.write(unit, pl.concat(self.batches), self.metadata, self.schema)
+            self.batches.clear()
+            self.pending.pop(0)
 
 
 def score_units(lengths: list[int], tokens: list[int], part_tokens: int) -> list[list[int]]:
@@ -198,10 +210,14 @@ def score_units(lengths: list[int], tokens: list[int], part_tokens: int) -> list
 
     >>> score_units([5, 9, 7, 3], [1, 1, 1, 1], part_tokens=2)
     [[1], [2], [0], [3]]
+    >>> score_units([], [], part_tokens=2)
+    []
     """
+    if not lengths:
+        return []  # no unit: `Parts.start` says the input is empty
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     total = sum(tokens)
-    n_units = max(-(-total // part_tokens), min(MIN_PARTS, len(order)), 1)
+    n_units = max(-(-total // part_tokens), min(MIN_PARTS, len(order)))
     quota = total / n_units  # <= part_tokens
     units: list[list[int]] = [[]]
     filled = 0  # tokens of the last unit
