@@ -73,7 +73,7 @@ def read_table(path: str | os.PathLike) -> pl.DataFrame:
 def _part_files(directory: Path) -> list[Path]:
     """The parts of a directory: those its manifest lists, verified, in unit order (a run of
     `score`, `generate` or `cross-sample`), else every `part-*.parquet` in name order."""
-    listed = manifest_files(directory, full=True)
+    listed = manifest_files(directory)
     if listed is not None:
         return listed
     parts = sorted(directory.glob("part-*.parquet"))

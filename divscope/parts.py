@@ -176,7 +176,6 @@ class Parts:
                 )
             else:
                 self._check_manifest(manifest)
-                return
 
     def _create(self) -> None:
         """Write the manifest, with the first part: bad input found before any part is
@@ -237,7 +236,7 @@ class Parts:
             for stale in self.directory.glob(f".{path.name}.tmp-*"):
                 remove(stale)
             if path.exists():
-                check_part(path, unit, self.digest, full=True)
+                check_part(path, unit, self.digest)
                 present.add(unit)
         return present
 
@@ -316,49 +315,46 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def check_part(path: Path, unit: int | None, digest: str | None, *, full: bool) -> dict:
-    """Verify one part; its record (unit and settings digest). `full`
-    reads every page and checks its checksum (else only the footer); a full check is done once
-    per process for a file left unchanged. `unit` / `digest`: what the record must say (None:
-    not checked).
+def check_part(path: Path, unit: int, digest: str) -> None:
+    """Verify one part: every page against its checksum, and its record (its unit and the
+    settings digest) against `unit` and `digest`. Done once per process for a file left
+    unchanged.
 
     Raises:
         DivscopeError: a truncated or corrupted part, or one from another unit or settings.
     """
     try:
         stat = path.stat()
-        record = _verified(path, stat.st_size, stat.st_mtime_ns, full)
+        record = _verified(path, stat.st_size, stat.st_mtime_ns)
     except Exception as error:  # pyarrow raises OSError/ArrowInvalid for damaged files
         raise DivscopeError(
             f"{path}: part is truncated or corrupted ({type(error).__name__}: "
             f"{' '.join(str(error).split())}); delete "
             "it and rerun with --resume to recompute it."
         ) from error
-    if digest is not None and record.get("settings_sha256") != digest:
+    if record.get("settings_sha256") != digest:
         raise DivscopeError(
             f"{path}: part was made with other settings or inputs than its directory's "
             f"{MANIFEST}; delete it and rerun with --resume, or start over with --overwrite."
         )
-    if unit is not None and record.get("unit") != unit:
+    if record.get("unit") != unit:
         raise DivscopeError(
             f"{path}: part holds unit {record.get('unit')}, not {unit}: it was renamed or "
             "copied from elsewhere; delete it and rerun with --resume."
         )
-    return record
 
 
 @functools.lru_cache(maxsize=4096)
-def _verified(path: Path, size: int, mtime_ns: int, full: bool) -> dict:
-    """The record of a part read whole with page checksums (`full`) or by its footer; cached
-    by size and modification time, so a table read several times is verified once."""
-    handle = pq.ParquetFile(path, page_checksum_verification=full)
-    if full:
-        for group in range(handle.num_row_groups):
-            handle.read_row_group(group)
+def _verified(path: Path, size: int, mtime_ns: int) -> dict:
+    """The record of a part read whole with page checksums; cached by size and modification
+    time, so a table read several times is verified once."""
+    handle = pq.ParquetFile(path, page_checksum_verification=True)
+    for group in range(handle.num_row_groups):
+        handle.read_row_group(group)
     return json.loads((handle.schema_arrow.metadata or {}).get(PART_KEY, b"{}"))
 
 
-def manifest_files(directory: Path, *, full: bool) -> list[Path] | None:
+def manifest_files(directory: Path) -> list[Path] | None:
     """The parts of a directory that has a manifest, in unit order, each verified; None when it
     has no manifest (parts made by hand are read as they are).
 
@@ -387,7 +383,7 @@ def manifest_files(directory: Path, *, full: bool) -> list[Path] | None:
             "with --resume."
         )
     for unit, path in enumerate(files):
-        check_part(path, unit, digest, full=full)
+        check_part(path, unit, digest)
     return files
 
 
@@ -396,7 +392,7 @@ def _write_parquet(table: pa.Table, path: Path) -> None:
 
 
 def _assemble(files: list[Path], target: Path, suffix: str) -> None:
-    """Concatenate verified parts into one file (Parquet: streamed, one row group per part)."""
+    """Concatenate the parts into one file (Parquet: streamed, one row group per part)."""
     if suffix in JSONL_SUFFIXES:
         pl.read_parquet(files).write_ndjson(target)
         return
