@@ -20,7 +20,6 @@ from divscope.decoding.lockstep import DecodeConfig, Decoded, Request
 from divscope.decoding.policies import Policy
 from divscope.defaults import BUDGETS, DEVICE, DTYPE, GRADE_TIMEOUT, SAMPLES
 from divscope.errors import DivscopeError
-from divscope.parts import settings_digest
 from divscope.progress import Progress
 from divscope.schema import CROSS_SAMPLE_PARAMS, SETTING_COLUMNS
 from divscope.vocab import Compatibility
@@ -126,7 +125,7 @@ def cross_sample(
     from divscope.grading import GradeConfig, get_grader, grade_table
     from divscope.io import cross_sample_frame, read_cross_sample, read_prompts
     from divscope.models import describe_model, describe_placement
-    from divscope.parts import Parts, check_output, share_note
+    from divscope.parts import Parts, check_output, frame_digest, share_note
 
     world = current_world(shard, device, device_map)
     check_output(out, world)
@@ -150,6 +149,7 @@ def cross_sample(
         if paths[name] is None:
             users = ", ".join(p.name for p in policies if name in p.models)
             raise DivscopeError(f"policy {users} needs {MODEL_FLAGS[name]}.")
+    model_paths = {name: paths[name] for name in needed}
     # The units of work: each chunk of prompts under each setting (policy and budget). Every
     # setting decodes the same chunks, so the models see identical batches across settings
     # and the reproduction invariants between policies hold bit for bit.
@@ -159,8 +159,8 @@ def cross_sample(
         range(lo, min(lo + per_chunk, frame.height)) for lo in range(0, frame.height, per_chunk)
     ]
     settings = {
-        "prompts_sha256": settings_digest(frame.to_dicts()),
-        "models": {name: paths[name] for name in needed},
+        "prompts_sha256": frame_digest(frame),
+        "models": model_paths,
         "runs": [{"policy": p.name, **p.params(), "budget": b} for p, b in runs],
         "n": n,
         "prompts_per_part": per_chunk,
@@ -179,7 +179,7 @@ def cross_sample(
         out, "cross-sample", settings, len(runs) * len(chunks),
         resume=resume, overwrite=overwrite, world=world,
     )  # fmt: skip
-    costs = [len(chunks[u % len(chunks)]) for u in range(len(runs) * len(chunks))]
+    costs = [len(chunks[u % len(chunks)]) for u in range(len(runs) * len(chunks))]  # prompts
     mine = [] if parts.finished else world.share(costs)
     done = parts.done(mine)
     todo = [u for u in mine if u not in done]
@@ -187,7 +187,7 @@ def cross_sample(
         loaded = load(
             frame,
             str(prompts),
-            {name: paths[name] for name in needed},
+            model_paths,
             dtype=dtype,
             device=world.device(device),
             device_map=device_map,
@@ -223,7 +223,7 @@ def cross_sample(
         }
         grading = GradeConfig(grader, timeout=grade_timeout) if grader is not None else None
         answers = frame.select("prompt_id", "answer") if grader is not None else None
-        rows = sum(len(chunks[u % len(chunks)]) * n for u in todo)
+        rows = n * sum(costs[u] for u in todo)
         with Progress(
             rows, desc=f"cross-sampling{share_note(world)}", unit="seq", enabled=progress
         ) as bar:

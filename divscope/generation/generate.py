@@ -11,8 +11,6 @@ its own share of the prompts (`divscope.distributed`).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -32,7 +30,7 @@ from divscope.generation.engine import (
     VLLMOptions,
 )
 from divscope.memory_plan import format_bytes
-from divscope.parts import check_output, share_note, written
+from divscope.parts import check_output, frame_digest, share_note, written
 from divscope.progress import Progress, note
 from divscope.schema import GENERATED
 
@@ -253,7 +251,8 @@ def _settings(model: str, config: GenerateConfig, keys: list[str], ids: list[lis
     """
     from divscope import __version__
 
-    digest = hashlib.sha256(json.dumps([keys, ids]).encode()).hexdigest()
+    prompts = pl.DataFrame({"prompt_id": keys, "prompt_ids": ids})
+    digest = frame_digest(prompts.cast({"prompt_ids": pl.List(pl.Int64())}))
     settings = asdict(config.sampling) | {"engine": config.engine}
     if config.engine == "vllm":
         settings["tensor_parallel_size"] = config.vllm.tensor_parallel_size
