@@ -89,12 +89,13 @@ def breakdown(table: Path) -> None:
     from divscope.io import scan_token_table
 
     start = time.perf_counter()
-    frame = scan_token_table(table).select(*SUMMARY_COLUMNS, "js").collect(engine="streaming")
+    columns = [*SUMMARY_COLUMNS, "js", "ce_base_rl"]
+    frame = scan_token_table(table).select(columns).collect(engine="streaming")
     print(f"  {'read columns':<24}{time.perf_counter() - start:8.2f} s")
     for name in (
         "sparsity", "lorenz", "positional_profile", "early_density", "entropy_by_divergence",
         "topk_overlap", "rank_reordering", "tail_promotion", "planning_enrichment",
-        "word_frequencies", "failure_auroc",
+        "word_frequencies", "failure_auroc", "entropy_iou", "path_coverage",
     ):  # fmt: skip
         start = time.perf_counter()
         getattr(analyses, name)(frame)

@@ -45,9 +45,12 @@ VLLM_MAX_MODEL_LEN: int | None = None
 BUDGETS: tuple[int, ...] = (0, 1, 2, 4, 8, 16, 32, 64, -1)
 """Switch budgets of the budgeted `cross-sample` policies (−1 = unlimited)."""
 REPLACE_TEMPERATURE = 0.6
-"""`rl-replace`: temperature of the base model's replacement token."""
+"""`rl-replace` and `base-greedy`: temperature of the base model's samples (and of their
+`base` and `rl` controls)."""
 REPLACE_TOP_P = 0.95
-"""`rl-replace`: top-p of the base model's replacement token."""
+"""`rl-replace` and `base-greedy`: top-p of the base model's samples (and of their controls)."""
+RAST_LAM = 1.0
+"""`rast`: λ, the weight of the small pair's logit difference."""
 
 # Gates of `gated` and `entropy`, and their calibration.
 GATE_WINDOW = 16
@@ -66,6 +69,10 @@ GRADE_TIMEOUT = 10.0
 # Analyses and figures.
 METRIC = "js"
 """The divergence column of the analyses and figures."""
+CORE_METRIC = "js"
+"""The divergence column of the core paper's statistics and figures (its thresholds are on JS)."""
+TAKEOVER_METRIC = "ce_base_rl"
+"""The divergence column of the takeover paper's statistics and figures: s_t = CE(p_b, p_r)."""
 N_BOOT = 1000
 """Bootstrap resamples of every interval."""
 FORMATS: tuple[str, ...] = ("png", "pdf")

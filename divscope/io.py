@@ -437,3 +437,20 @@ def read_cross_sample(path: str | os.PathLike) -> pl.DataFrame:
     frame = read_table(path)
     require_columns(frame.columns, CROSS_SAMPLE, source=str(path), what="cross-sample results")
     return frame.with_columns(pl.col(c).cast(t) for c, t in CROSS_SAMPLE.items())
+
+
+def read_reference(reference: str | os.PathLike | None) -> str | pl.DataFrame | None:
+    """`--reference`: the graded responses of an existing file, else a policy label; a missing
+    file that is plainly a path (a directory part or a table suffix) is an error, not a label."""
+    if reference is None:
+        return None
+    path = Path(reference)
+    if path.exists():
+        return read_table(path)
+    suffixes = (*PARQUET_SUFFIXES, *JSONL_SUFFIXES)
+    if isinstance(reference, os.PathLike) or len(path.parts) > 1 or path.suffix in suffixes:
+        raise DivscopeError(
+            f"--reference {reference}: no such file; give graded responses (.parquet, .jsonl or "
+            "a directory of parts) or a policy label of the cross-sample results."
+        )
+    return str(reference)

@@ -46,9 +46,10 @@ DECODING_BUFFERS = 24
 """float32 `[rows, V]` buffers of one decoding step at their peak, the models' logits included:
 measured for every policy, worst with two models whose rows all need the exact full sort
 (`forward`, `gated`, `mixture`: 22 besides the two logits); 8 when the windows settle them."""
-STEP_BYTES = 25
-"""Bytes per sequence and decoding step outside the KV cache: the two float64 uniforms, the
-int64 token and the bool switch flag that the decoder keeps for every step."""
+STEP_BYTES = 41
+"""Bytes per sequence and decoding step outside the KV cache: the three float64 uniforms, the
+int64 token, the bool switch flag, the int32 primary draw and the float32 delta cosine that
+the decoder keeps for every step."""
 MAX_CHUNK_ROWS = 8192
 """The most chunk rows planned (a cap, not a measured optimum)."""
 MAX_BATCH_TOKENS = 2**16

@@ -62,7 +62,7 @@ TRAJECTORY_OPTIONAL: dict[str, pl.DataType] = {
 PROMPT_KEY = "prompt_id"
 PROMPT_TEXT = "prompt"
 PROMPT_IDS = "prompt_ids"
-PROMPT_OPTIONAL: dict[str, pl.DataType] = {"answer": pl.String()}
+PROMPT_OPTIONAL: dict[str, pl.DataType] = {"answer": pl.String(), "benchmark": pl.String()}
 
 # One row per response of `divscope generate`: trajectories with both ids and text. The
 # prompts' other columns (e.g. `answer`) follow.
@@ -99,6 +99,12 @@ CROSS_SAMPLE: dict[str, pl.DataType] = {
     "n_switches": pl.Int32(),
     "n_effective": pl.Int32(),
     "switch_positions": pl.List(pl.Int32()),
+    "switch_primary_ids": pl.List(pl.Int32()),
+    "switch_primary_tokens": pl.List(pl.String()),
+    "switch_tokens": pl.List(pl.String()),
+    "n_effective_independent": pl.Int32(),
+    "delta_cosine": pl.List(pl.Float32()),
+    "benchmark": pl.String(),
     "finished": pl.Boolean(),
     "correct": pl.Boolean(),
 }
@@ -111,9 +117,11 @@ CROSS_SAMPLE_PARAMS: dict[str, pl.DataType] = {
     "lam": pl.Float64(),
     "window": pl.Int32(),
     "alpha": pl.Float64(),
+    "share": pl.Float64(),
     "temperature": pl.Float64(),
     "top_p": pl.Float64(),
     "max_new_tokens": pl.Int32(),
+    "force_prefix": pl.String(),
 }
 
 # The columns that, with `policy` and `budget`, identify one experimental setting: responses

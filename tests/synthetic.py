@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from divscope.schema import OVERLAP_KS, TOKEN_TABLE
+from divscope.schema import CROSS_SAMPLE, OVERLAP_KS, TOKEN_TABLE
 
 WORDS = [" wait", " so", " the", " let", " we", " check", "\n", " x", " =", " 2", " but", " is"]
 
@@ -129,4 +129,36 @@ def synthetic_results(n_prompts: int = 12, n_samples: int = 8, seed: int = 0) ->
                         "correct": bool(rng.random() < accuracy - difficulty),
                     }
                 )
-    return pl.DataFrame(rows, infer_schema_length=None)
+    return with_switches(pl.DataFrame(rows, infer_schema_length=None), seed=seed)
+
+
+def with_switches(results: pl.DataFrame, *, seed: int = 0) -> pl.DataFrame:
+    """`results` with the switch columns of the contract, consistent with `n_switches` and
+    `n_effective`: token ids over `WORDS`, switch positions, the primary model's draw (different
+    from the emitted token at the first `n_effective` switches) and both tokens' text; an
+    independent draw differs at half of the other switches too. Its own generator leaves the
+    other columns as they were."""
+    rng = np.random.default_rng([seed, 1])
+    columns: dict[str, list] = {
+        name: []
+        for name in (
+            "response_ids", "switch_positions", "switch_primary_ids", "switch_primary_tokens",
+            "switch_tokens", "n_effective_independent",
+        )
+    }  # fmt: skip
+    for n_tokens, switches, effective in results.select(
+        "n_tokens", "n_switches", "n_effective"
+    ).iter_rows():
+        ids = rng.integers(0, len(WORDS), n_tokens)
+        positions = np.sort(rng.choice(n_tokens, switches, replace=False))
+        primary = ids[positions].copy()
+        primary[:effective] = (primary[:effective] + 1 + rng.integers(0, 3, effective)) % len(WORDS)
+        columns["response_ids"].append(ids.tolist())
+        columns["switch_positions"].append(positions.tolist())
+        columns["switch_primary_ids"].append(primary.tolist())
+        columns["switch_primary_tokens"].append([WORDS[i] for i in primary])
+        columns["switch_tokens"].append([WORDS[i] for i in ids[positions]])
+        columns["n_effective_independent"].append(effective + (switches - effective) // 2)
+    return results.with_columns(
+        pl.Series(name, values, dtype=CROSS_SAMPLE[name]) for name, values in columns.items()
+    )

@@ -142,12 +142,14 @@ NAMES_THAT_ONLY_MENTION_A_METRIC: dict[str, dict[str, str]] = {
         "entropy_by_divergence": "summarizes the scored entropy columns per divergence group",
         "EntropyDensity": "the result of entropy_density",
         "entropy_density": "KDEs of the scored entropy columns",
+        "entropy_iou": "overlap of the top divergent positions with the top entropy_base ones",
     },
     "divscope.decoding.policies": {
         "EntropyGated": "a takeover policy gated on the step's entropy (StepView.entropy_and_ce)",
     },
     "divscope.figures.shift": {
         "entropy_by_divergence": "draws analyses.entropy_by_divergence and entropy_density",
+        "compare_entropy": "draws entropy_by_divergence's high panel for several tables",
     },
 }
 

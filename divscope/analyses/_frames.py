@@ -13,6 +13,8 @@ from divscope.schema import require_columns
 Frame = pl.DataFrame | pl.LazyFrame
 
 DEFAULT_PERCENTILES: tuple[float, ...] = (10, 25, 50, 75, 80, 90, 95, 98, 99, 99.9)
+POSITION_KEY: tuple[str, ...] = ("prompt_id", "sample_id", "position")
+"""The key of one token position of a token table."""
 
 
 def checked_lazy(

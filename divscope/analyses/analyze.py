@@ -8,12 +8,14 @@ analyses, `analyze` reads and writes files; `digest` is pure.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import polars as pl
 
-from divscope.analyses.summary import Summary, summary
-from divscope.defaults import METRIC, N_BOOT, SEED
+from divscope.analyses.distribution import MatchedThreshold
+from divscope.analyses.stats import Interval
+from divscope.analyses.summary import CoreSection, Summary, TakeoverSection, summary
+from divscope.defaults import CORE_METRIC, N_BOOT, SEED, TAKEOVER_METRIC
 from divscope.errors import DivscopeError
 
 
@@ -23,16 +25,23 @@ def analyze(
     *,
     compare: Mapping[str, str | os.PathLike] | None = None,
     cross_sample: str | os.PathLike | None = None,
-    metric: str = METRIC,
+    reference: str | os.PathLike | None = None,
+    recovery_at: int | None = None,
+    differences: Sequence[str] | None = None,
+    metric: str | None = None,
+    core_metric: str = CORE_METRIC,
+    takeover_metric: str = TAKEOVER_METRIC,
+    rescale_thresholds: bool = False,
     n_boot: int = N_BOOT,
     seed: int = SEED,
     overwrite: bool = False,
 ) -> Summary:
-    """Summarize a token table and write the summary as JSON.
+    """Summarize a token table paper by paper and write the summary as JSON.
 
     The JSON holds `tokens` (the path), `metadata` (the token table's `divscope` metadata, or
-    null when it has none) and every field of the `Summary`, frames as lists of rows and NaN as
-    null.
+    null when it has none) and every field of the `Summary`: `n_tokens`, `n_responses`,
+    `n_prompts`, the sections `core`, `takeover` and `rast` (each with its metric and paper)
+    and `cross_sample` (null without results), frames as lists of rows and NaN as null.
 
     Args:
         tokens: the token table (a .parquet file or a directory of parts).
@@ -40,7 +49,18 @@ def analyze(
         compare: label -> another token table on the same trajectories (e.g. the SFT control),
             for side-by-side sparsity; `tokens` is labelled by its file name.
         cross_sample: cross-sample results (Parquet or JSONL) for accuracy and recovery.
-        metric: the divergence column.
+        reference: the upper bound of recovery: an existing file of graded responses of a third
+            model (read with `read_table`), else a policy label of the results; default the
+            matched `rl` control.
+        recovery_at: recovery on pass@k at this k instead of mean@n.
+        differences: pairs of settings to compare with paired CIs, "A - B" with each side
+            column=value[,column=value], e.g. "policy=rl-replace - policy=base-greedy".
+        metric: the divergence column of both sections; overrides `core_metric` and
+            `takeover_metric` when given.
+        core_metric: the core paper's statistics' column.
+        takeover_metric: the takeover paper's statistics' column.
+        rescale_thresholds: carry the core paper's JS thresholds to a non-JS core metric at
+            the same quantile instead of refusing.
         n_boot: bootstrap resamples of every interval.
         seed: seed of every bootstrap.
         overwrite: replace an existing `out`.
@@ -49,7 +69,8 @@ def analyze(
         The `Summary` as written.
 
     Raises:
-        DivscopeError: an existing `out` without `overwrite`, a missing table or column.
+        DivscopeError: an existing `out` without `overwrite`, a missing table, file or column,
+            or JS thresholds on another core metric without `rescale_thresholds`.
 
     Example:
         >>> import divscope
@@ -60,6 +81,7 @@ def analyze(
     from divscope.io import (
         TokenTableWriter,
         read_metadata,
+        read_reference,
         read_table,
         scan_token_table,
         table_name,
@@ -70,9 +92,15 @@ def analyze(
     result = summary(
         scan_token_table(tokens),
         metric,
+        core_metric=core_metric,
+        takeover_metric=takeover_metric,
+        rescale_thresholds=rescale_thresholds,
         label=table_name(tokens),
         compare_with={name: scan_token_table(path) for name, path in (compare or {}).items()},
         cross_sample=read_table(cross_sample) if cross_sample is not None else None,
+        reference=read_reference(reference),
+        recovery_at=recovery_at,
+        differences=tuple(differences or ()),
         n_boot=n_boot,
         seed=seed,
     )
@@ -89,50 +117,13 @@ def _percent(share: float) -> str:
     return f"{100 * share:.2f}%"
 
 
-def digest(result: Summary, *, source: str | os.PathLike) -> str:
-    """The text `divscope analyze` prints: a few lines and small tables.
+def _heading(title: str) -> list[str]:
+    return ["", title, "-" * len(title)]
 
-    Where a statistic is undefined because its group is empty (no position above the
-    threshold, no tail-promoted token, no planning word), it says `n/a` and why.
 
-    Args:
-        result: the summary.
-        source: the token table's path, for the first line.
-    """
-    m = result.metric
-    s, lz = result.sparsity, result.lorenz
-    below = ", ".join(f"{_percent(v)} < {t:g}" for t, v in s.share_below.items())
-    mass = ", ".join(
-        f"{q:.0%} of the mass in {_percent(v)} of tokens"
-        for q, v in lz.token_share_for_mass.items()
-    )
-    first_bin = result.early_density.row(0, named=True)
-    lines = [
-        f"{source}: {result.n_tokens:,} tokens, {result.n_responses:,} responses, "
-        f"{result.n_prompts:,} prompts; metric {m}",
-        f"Sparsity: {below}; mean {s.mean:.4g}",
-        "Percentiles: " + ", ".join(f"p{q:g} {v:.4g}" for q, v in s.percentiles.items()),
-        f"Concentration: Gini {lz.gini:.3f}; {mass}",
-        f"Position: the top 1% sit at density {first_bin['density']:.2f} in the first "
-        f"{first_bin['bin_end']:.0%} of responses (all tokens {first_bin['density_all']:.2f})",
-        _rank_line(result),
-        _tail_line(result),
-        _planning_line(result),
-    ]
-    if result.failure_auroc is not None:
-        f = result.failure_auroc
-        lines.append(
-            f"Failure AUROC (top-{f.top_n} mean, {f.n_failures}/{f.n_responses} wrong): {m} "
-            f"{f.divergence.estimate:.3f} [{f.divergence.low:.3f}, {f.divergence.high:.3f}], "
-            f"base entropy {f.entropy.estimate:.3f} [{f.entropy.low:.3f}, {f.entropy.high:.3f}]"
-        )
-    lines += list(result.notes)
-    tables = {
-        "Entropy by divergence": result.entropy_by_divergence,
-        "Top-k overlap above thresholds": result.topk_overlap,
-        "Comparison": result.comparison,
-        "Cross-sampling": result.cross_sampling,
-    }
+def _tables(tables: Mapping[str, pl.DataFrame | None]) -> list[str]:
+    """Each non-None table under its title, printed compactly."""
+    lines: list[str] = []
     with pl.Config(
         tbl_hide_dataframe_shape=True,
         tbl_hide_column_data_types=True,
@@ -144,12 +135,114 @@ def digest(result: Summary, *, source: str | os.PathLike) -> str:
         for title, table in tables.items():
             if table is not None:
                 lines += ["", f"{title}:", str(table)]
+    return lines
+
+
+def digest(result: Summary, *, source: str | os.PathLike) -> str:
+    """The text `divscope analyze` prints: a few lines and small tables per paper's section.
+
+    Where a statistic is undefined because its group is empty (no position above the
+    threshold, no tail-promoted token, no planning word), it says `n/a` and why.
+
+    Args:
+        result: the summary.
+        source: the token table's path, for the first line.
+    """
+    lines = [
+        f"{source}: {result.n_tokens:,} tokens, {result.n_responses:,} responses, "
+        f"{result.n_prompts:,} prompts"
+    ]
+    lines += _core_lines(result.core)
+    lines += _takeover_lines(result.takeover)
+    coverage = result.rast.path_coverage
+    lines += _heading("RAST: path coverage")
+    lines.append(
+        f"Base greedy token = trajectory token (PCR; RAST reads it on the RL model's "
+        f"trajectories): {_interval(coverage.mean)} mean over {coverage.n_responses:,} "
+        f"responses, {_interval(coverage.pooled)} pooled over {coverage.n_tokens:,} tokens"
+    )
+    if result.cross_sample is not None:
+        lines += _heading("Cross-sampling")
+        lines.append(result.cross_sample.to_text())
     return "\n".join(lines)
 
 
-def _rank_line(result: Summary) -> str:
-    rank = result.rank_reordering
-    head = f"High divergence ({result.metric} > {rank.threshold:g}): {rank.n_positions:,} positions"
+def _interval(interval: Interval) -> str:
+    return f"{_percent(interval.estimate)} [{_percent(interval.low)}, {_percent(interval.high)}]"
+
+
+def _core_lines(core: CoreSection) -> list[str]:
+    m, s = core.metric, core.sparsity
+    lines = _heading(f"Sparse but Critical ({m})")
+    if core.rescaled is not None:
+        lines.append(f"JS thresholds carried to {m} at the same quantile of this table:")
+        lines += [
+            f"  {t.reference} > {t.threshold:g} ({_percent(t.share_above)} of tokens) → "
+            f"{t.metric} > {t.value:.4g}" + _tie_note(t)
+            for t in core.rescaled
+        ]
+    below = ", ".join(f"{_percent(v)} < {t:.4g}" for t, v in s.share_below.items())
+    profile = core.positional_profile.drop_nulls("mean")
+    lines += [
+        f"Sparsity: {below}; mean {s.mean:.4g}",
+        "Percentiles: " + ", ".join(f"p{q:g} {v:.4g}" for q, v in s.percentiles.items()),
+    ]
+    if profile.height:
+        first, last = profile.row(0, named=True), profile.row(-1, named=True)
+        lines.append(
+            f"Position: mean {m} {first['mean']:.4g} in [{first['bin_start']:.0%}, "
+            f"{first['bin_end']:.0%}) of responses, {last['mean']:.4g} in "
+            f"[{last['bin_start']:.0%}, {last['bin_end']:.0%}]"
+        )
+    lines += [_rank_line(core), _tail_line(core), _words_line(core)]
+    lines += _tables(
+        {
+            "Entropy by divergence": core.entropy_by_divergence,
+            "Top-k overlap above thresholds": core.topk_overlap,
+            "Comparison": core.comparison,
+        }
+    )
+    return lines
+
+
+def _tie_note(matched: MatchedThreshold) -> str:
+    if matched.metric_share_above == matched.share_above:
+        return ""
+    return f" ({_percent(matched.metric_share_above)} of tokens: values tie there)"
+
+
+def _takeover_lines(takeover: TakeoverSection) -> list[str]:
+    m, lz = takeover.metric, takeover.lorenz
+    mass = ", ".join(
+        f"{q:.0%} of the mass in {_percent(v)} of tokens"
+        for q, v in lz.token_share_for_mass.items()
+    )
+    first_bin = takeover.early_density.row(0, named=True)
+    iou = "; ".join(
+        f"top {row['share']:.0%} {row['iou']:.3f} (chance {row['chance_iou']:.3f})"
+        for row in takeover.entropy_iou.drop_nulls("iou").iter_rows(named=True)
+    )
+    lines = _heading(f"Decision-token takeover ({m})")
+    lines += [
+        f"Concentration: Gini {lz.gini:.3f}; {mass}",
+        f"Position: the top 1% sit at density {first_bin['density']:.2f} in the first "
+        f"{first_bin['bin_end']:.0%} of responses (all tokens {first_bin['density_all']:.2f})",
+        _planning_line(takeover),
+    ]
+    if takeover.failure_auroc is not None:
+        f = takeover.failure_auroc
+        lines.append(
+            f"Failure AUROC (top-{f.top_n} mean, {f.n_failures}/{f.n_responses} wrong): {m} "
+            f"{f.divergence.estimate:.3f} [{f.divergence.low:.3f}, {f.divergence.high:.3f}], "
+            f"base entropy {f.entropy.estimate:.3f} [{f.entropy.low:.3f}, {f.entropy.high:.3f}]"
+        )
+    lines.append(f"IoU with the top base-entropy tokens: {iou or 'n/a (no tokens)'}")
+    return lines + list(takeover.notes)
+
+
+def _rank_line(core: CoreSection) -> str:
+    rank = core.rank_reordering
+    head = f"High divergence ({core.metric} > {rank.threshold:.4g}): {rank.n_positions:,} positions"
     if not rank.n_positions:
         return f"{head}; RL top-1 rank in base n/a (no position above the threshold)"
     return (
@@ -158,8 +251,8 @@ def _rank_line(result: Summary) -> str:
     )
 
 
-def _tail_line(result: Summary) -> str:
-    tail = result.tail_promotion
+def _tail_line(core: CoreSection) -> str:
+    tail = core.tail_promotion
     if not tail.n_positions:
         return "Tail promotion: no high-divergence positions"
     mean = f"{tail.tail_rl_prob_mean:.3f}" if tail.n_tail else "n/a (no tail positions)"
@@ -170,8 +263,18 @@ def _tail_line(result: Summary) -> str:
     )
 
 
-def _planning_line(result: Summary) -> str:
-    plan = result.planning_enrichment
+def _words_line(core: CoreSection, top: int = 8) -> str:
+    t, words = core.thresholds, core.word_frequencies
+    groups = []
+    for group, sign, threshold in (("high", ">", t.words_high), ("low", "<", t.words_low)):
+        rows = words.filter(group=group).head(top)
+        listed = ", ".join(f"{w!r} {_percent(s)}" for w, s in rows.select("word", "share").rows())
+        groups.append(f"{core.metric} {sign} {threshold:.4g}: {listed or 'n/a (no words)'}")
+    return "Words: " + "; ".join(groups)
+
+
+def _planning_line(takeover: TakeoverSection) -> str:
+    plan = takeover.planning_enrichment
     if not plan.share_all > 0:  # zero, or NaN for an empty table
         return "Planning words: n/a (no planning words in the table)"
     return (

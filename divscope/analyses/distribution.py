@@ -273,3 +273,78 @@ def compare(
             }
         )
     return pl.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class MatchedThreshold:
+    """A threshold of the reference metric carried to another metric at the same quantile."""
+
+    reference: str
+    """The metric the threshold was set on (`js`)."""
+    threshold: float
+    """The threshold t on the reference."""
+    share_above: float
+    """Share of tokens with reference > t."""
+    metric: str
+    """The metric the threshold is carried to."""
+    value: float
+    """The matched threshold v on `metric`: exactly as many tokens have metric > v as have
+    reference > t, unless values of `metric` tie at v."""
+    metric_share_above: float
+    """Share of tokens with metric > v: `share_above`, or less where values tie at v."""
+
+
+def matched_thresholds(
+    tokens: Frame, metric: str, thresholds: Sequence[float], *, reference: str = "js"
+) -> tuple[MatchedThreshold, ...]:
+    """Carry thresholds set on `reference` to `metric` at the same quantile of this table.
+
+    For each threshold t, let k be the number of tokens with reference > t among the n tokens
+    where both columns are non-null, and x_(1) <= ... <= x_(n) the sorted values of `metric`.
+    The matched value is v = x_(n-k), the largest value outside the top k (so the k largest
+    values, and only they, lie above it when no value ties at v); when k = n, the next float
+    below x_(1). Quantile-matched thresholds make the share of tokens above (or below) each
+    threshold the reference's by construction; what differs is which tokens they select.
+
+    Args:
+        tokens: a token table.
+        metric: the column the thresholds are carried to.
+        thresholds: thresholds on `reference`.
+        reference: the column the thresholds were set on.
+
+    Returns:
+        One `MatchedThreshold` per threshold, in order.
+
+    Raises:
+        DivscopeError: a missing column, or no token with both values.
+
+    >>> frame = pl.DataFrame({"js": [0.0, 0.05, 0.2, 0.3], "ce": [1.0, 4.0, 2.0, 3.0]})
+    >>> [m.value for m in matched_thresholds(frame, "ce", (0.1, 0.25))]
+    [2.0, 3.0]
+    """
+    lazy = checked_lazy(tokens, [reference, metric], what="matched_thresholds")
+    both = lazy.select(reference, metric).drop_nulls().collect()
+    if both.is_empty():
+        raise DivscopeError(
+            f"matched_thresholds: no token has both {reference!r} and {metric!r}; cannot carry "
+            f"{reference} thresholds to {metric}."
+        )
+    values = np.sort(both[metric].to_numpy())
+    base = both[reference].to_numpy()
+    n = values.size
+    matched = []
+    for t in thresholds:
+        k = int((base > t).sum())
+        # With k = n no value is left out: the next float below the smallest.
+        value = values[n - k - 1] if k < n else np.nextafter(values[0], -np.inf)
+        matched.append(
+            MatchedThreshold(
+                reference=reference,
+                threshold=float(t),
+                share_above=k / n,
+                metric=metric,
+                value=float(value),
+                metric_share_above=float((values > value).sum()) / n,
+            )
+        )
+    return tuple(matched)

@@ -6,12 +6,12 @@ from collections.abc import Mapping, Sequence
 
 import polars as pl
 
-from divscope.analyses._frames import Frame, checked_lazy, percentile_label
+from divscope.analyses._frames import POSITION_KEY, Frame, checked_lazy, percentile_label
 from divscope.analyses.distribution import sparsity
 from divscope.errors import DivscopeError
 
-POSITION_KEY: tuple[str, ...] = ("prompt_id", "sample_id", "position")
-DEFAULT_EVOLUTION_PERCENTILES: tuple[float, ...] = (50, 90, 99, 99.9)
+DEFAULT_EVOLUTION_PERCENTILES: tuple[float, ...] = (10, 25, 50, 75, 90, 95, 99)
+"""The percentiles of the paper's Fig. 11."""
 
 
 def evolution(
@@ -32,7 +32,8 @@ def evolution(
         tables: training step -> token table of that checkpoint.
         metric: the divergence column.
         threshold: the high-divergence cut-off.
-        percentiles: percentiles of the metric reported per step.
+        percentiles: percentiles of the metric reported per step (default the paper's 10, 25,
+            50, 75, 90, 95 and 99).
 
     Returns:
         One row per step, ascending: `step`, `n_tokens`, `mean`, `p<q>` per percentile,

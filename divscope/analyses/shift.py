@@ -1,4 +1,5 @@
-"""What changes at divergent positions: entropy, top-k overlap, rank reordering, tail promotion.
+"""What changes at divergent positions: entropy, top-k overlap, rank reordering, tail promotion,
+and the overlap of the most divergent tokens with the base model's most uncertain ones.
 
 "High-divergence" always means metric strictly above the threshold; "low" strictly below.
 """
@@ -12,12 +13,13 @@ import numpy as np
 import polars as pl
 from scipy.stats import gaussian_kde
 
-from divscope.analyses._frames import Frame, as_float, checked_lazy
+from divscope.analyses._frames import POSITION_KEY, Frame, as_float, checked_lazy, top_count
 from divscope.analyses.sampling import sample_rows
 from divscope.errors import DivscopeError
 from divscope.schema import OVERLAP_KS
 
 DEFAULT_OVERLAP_THRESHOLDS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.2)
+DEFAULT_IOU_SHARES: tuple[float, ...] = (0.01, 0.05, 0.1, 0.2)
 DEFAULT_TAIL_CUTOFFS: tuple[float, ...] = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.05, 0.1, 0.2, 0.5, 1.0)
 RL_TOKENS: tuple[int, ...] = (1, 2, 3)
 ENTROPY_COLUMNS: tuple[str, ...] = ("entropy_base", "entropy_rl")
@@ -365,3 +367,72 @@ def tail_promotion(
         tail_rl_prob_mean=as_float(row["tail_mean"]),
         tail_rl_prob_median=as_float(row["tail_median"]),
     )
+
+
+def _top_rows(frame: pl.DataFrame, column: str, n_top: int) -> np.ndarray:
+    """Row indices of `frame`'s `n_top` largest `column` values; ties at the cut go to the
+    smallest (prompt_id, sample_id, position)."""
+    values = frame[column].to_numpy()
+    if n_top == 0:
+        return np.zeros(0, dtype=np.int64)
+    cut = np.partition(values, values.size - n_top)[values.size - n_top]
+    above = np.flatnonzero(values > cut)
+    tied = (
+        frame.with_row_index("row")
+        .filter(pl.col(column) == cut)
+        .sort(POSITION_KEY)
+        .head(n_top - above.size)["row"]
+        .to_numpy()
+    )
+    return np.concatenate([above, tied.astype(np.int64)])
+
+
+def entropy_iou(
+    tokens: Frame, metric: str = "js", *, shares: Sequence[float] = DEFAULT_IOU_SHARES
+) -> pl.DataFrame:
+    """Overlap of the most divergent tokens with the base model's most uncertain ones.
+
+    For each share p, A is the top ⌈p · n⌉ token positions by `metric` and B the top ⌈p · n⌉
+    by `entropy_base`, over the n positions where both are non-null; IoU = |A ∩ B| / |A ∪ B|
+    (the takeover paper's alignment of the gap with base uncertainty). Where values tie at a
+    cut, the positions with the smallest (prompt_id, sample_id, position) are taken, so the
+    sets do not depend on the row order. Two random sets of the same size would overlap by
+    `chance_iou` = (m² / n) / (2m − m² / n) in expectation, m = ⌈p · n⌉.
+
+    Args:
+        tokens: a token table with the position key and `entropy_base`.
+        metric: the divergence column.
+        shares: the shares p, each in (0, 1].
+
+    Returns:
+        One row per share: `share`, `n_top` (m), `n_both` (|A ∩ B|), `iou`, `chance_iou`
+        (null without tokens).
+
+    >>> frame = pl.DataFrame({"prompt_id": ["a"] * 4, "sample_id": [0] * 4,
+    ...     "position": [0, 1, 2, 3], "ce_base_rl": [3.0, 2.0, 1.0, 0.0],
+    ...     "entropy_base": [0.5, 2.0, 1.0, 1.0]})
+    >>> entropy_iou(frame, "ce_base_rl", shares=(0.25, 0.5))["iou"].to_list()
+    [0.0, 0.3333333333333333]
+    """
+    required = [*POSITION_KEY, metric, "entropy_base"]
+    lazy = checked_lazy(tokens, required, what="entropy_iou")
+    frame = lazy.select(required).drop_nulls([metric, "entropy_base"]).collect()
+    n = frame.height
+    rows = []
+    for share in shares:
+        m = top_count(n, share)
+        in_a = np.zeros(n, dtype=bool)
+        in_a[_top_rows(frame, metric, m)] = True
+        n_both = int(in_a[_top_rows(frame, "entropy_base", m)].sum())
+        expected = m * m / n if n else 0.0
+        rows.append(
+            {
+                "share": float(share),
+                "n_top": m,
+                "n_both": n_both,
+                "iou": n_both / (2 * m - n_both) if m else None,
+                "chance_iou": expected / (2 * m - expected) if m else None,
+            }
+        )
+    schema = {"share": pl.Float64, "n_top": pl.Int64, "n_both": pl.Int64}
+    return pl.DataFrame(rows, schema={**schema, "iou": pl.Float64, "chance_iou": pl.Float64})

@@ -1,72 +1,201 @@
-"""The one-call digest of a token table that `divscope analyze` prints and saves."""
+"""The one-call digest of a token table that `divscope analyze` prints and saves, paper by paper.
+
+Each statistic is reported as the paper that defines it computes it, in its own section:
+
+- `Summary.core`, *Sparse but Critical* (Meng et al., ICLR 2026), on `js` by default (truncated
+  JS, the metric its thresholds were set on): sparsity below 1e-4/1e-3/1e-2 and the percentiles
+  (Fig. 2), the positional profile (Fig. 3), entropy of low- vs high-divergence tokens split at
+  0.1 (Fig. 4), word frequencies above 0.1 and below 0.01 (the word clouds, Fig. 5), the
+  side-by-side sparsity of `compare_with` tables (Figs. 6, 12), top-k overlap above 0.01, 0.05,
+  0.1 and 0.2 (Fig. 9), tail promotion above 0.1 (Fig. 10), rank reordering above 0.1 (Fig. 22);
+- `Summary.takeover`, *Reasoning Can Be Restored by Correcting a Few Decision Tokens*, on
+  `ce_base_rl` by default (its s_t = CE(p_b, p_r)): the Lorenz curve and Gini coefficient, the
+  positional density of the top 1% (early bias), planning-word enrichment of the top 1%,
+  failure AUROC of each response's top-100 mean beside base entropy, and the IoU of the top-p%
+  divergent positions with the top-p% base-entropy positions;
+- `Summary.rast`, *RAST*: the path coverage rate (the base model's greedy token is the
+  trajectory's), meaningful on the RL model's trajectories;
+- `Summary.cross_sample`, with cross-sample results: `cross_sample_report` (recovery, pass@k,
+  majority@k, flips, differences, the takeover knee, ...).
+
+The takeover statistics rank tokens (top 1%, top-100, top p%, Gini) and apply to any metric.
+The core paper's thresholds are JS values in nats: a core section on a metric other than `js`
+or `js_full` is refused unless `rescale_thresholds`, which carries each threshold t to the
+metric's value at the same quantile of the table (`matched_thresholds`).
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
 from divscope.analyses._frames import Frame, checked_lazy
-from divscope.analyses.cross_sampling import cross_sampling_curve, pass_at_k_curve
-from divscope.analyses.distribution import Lorenz, Sparsity, compare, lorenz, sparsity
+from divscope.analyses.coverage import COVERAGE_COLUMNS, PathCoverage, path_coverage
+from divscope.analyses.cross_sample_report import CrossSampleReport, cross_sample_report
+from divscope.analyses.distribution import (
+    DEFAULT_SPARSITY_THRESHOLDS,
+    Lorenz,
+    MatchedThreshold,
+    Sparsity,
+    compare,
+    lorenz,
+    matched_thresholds,
+    sparsity,
+)
 from divscope.analyses.failure import FailureAUROC, failure_auroc
 from divscope.analyses.position import early_density, positional_profile
 from divscope.analyses.shift import (
+    DEFAULT_OVERLAP_THRESHOLDS,
     RankReordering,
     TailPromotion,
     entropy_by_divergence,
+    entropy_iou,
     rank_reordering,
     tail_promotion,
     topk_overlap,
 )
 from divscope.analyses.tokens import PlanningEnrichment, planning_enrichment, word_frequencies
+from divscope.defaults import CORE_METRIC, TAKEOVER_METRIC
 from divscope.errors import DivscopeError
-from divscope.schema import OVERLAP_KS, SETTING_COLUMNS
+from divscope.schema import OVERLAP_KS
 
-SUMMARY_COLUMNS: tuple[str, ...] = (
+SUMMARY_COLUMNS: tuple[str, ...] = tuple(dict.fromkeys((
     "prompt_id", "sample_id", "position", "n_tokens", "token", "entropy_base", "entropy_rl",
     "rl_top1_rank_in_base", "rl_top2_rank_in_base", "rl_top3_rank_in_base",
     "p_base_of_rl_top1", "p_top1_rl", *(f"overlap_{k}" for k in OVERLAP_KS), "correct",
-)  # fmt: skip
+    *COVERAGE_COLUMNS,
+)))  # fmt: skip
+"""The token-table columns `summary` reads besides the divergence columns."""
+
+JS_METRICS: tuple[str, ...] = ("js", "js_full")
+"""The metrics on the scale of the core paper's thresholds (JS in nats, at most ln 2)."""
+CORE_PAPER = "Sparse but Critical (Meng et al., ICLR 2026)"
+TAKEOVER_PAPER = "Reasoning Can Be Restored by Correcting a Few Decision Tokens (arXiv 2605.16874)"
+RAST_PAPER = "RAST (arXiv 2506.15710)"
+
+
+@dataclass(frozen=True)
+class CoreThresholds:
+    """The core paper's thresholds, each applied as metric > t (or < t for the low groups)."""
+
+    near_zero: tuple[float, ...] = DEFAULT_SPARSITY_THRESHOLDS
+    """Sparsity: share of tokens strictly below each (Fig. 2)."""
+    entropy_split: float = 0.1
+    """Entropy by divergence: low < split < high (Fig. 4)."""
+    overlap: tuple[float, ...] = DEFAULT_OVERLAP_THRESHOLDS
+    """Top-k overlap among the tokens above each (Fig. 9)."""
+    rank: float = 0.1
+    """Rank reordering at the positions above it (Fig. 22)."""
+    tail: float = 0.1
+    """Tail promotion at the positions above it (Fig. 10)."""
+    words_high: float = 0.1
+    """Word frequencies of the tokens above it (Fig. 5)."""
+    words_low: float = 0.01
+    """Word frequencies of the tokens below it (Fig. 5)."""
+
+    def values(self) -> tuple[float, ...]:
+        """Every distinct threshold, ascending."""
+        singles = (self.entropy_split, self.rank, self.tail, self.words_high, self.words_low)
+        return tuple(sorted({*self.near_zero, *self.overlap, *singles}))
+
+    def mapped(self, value: Callable[[float], float]) -> CoreThresholds:
+        """The thresholds with each t replaced by `value(t)`."""
+        return CoreThresholds(
+            **{
+                f.name: tuple(map(value, v)) if isinstance(v, tuple) else value(v)
+                for f in dataclasses.fields(self)
+                for v in [getattr(self, f.name)]
+            }
+        )
+
+    def describe(self) -> str:
+        """The thresholds in words, for messages."""
+
+        def join(values: Sequence[float]) -> str:
+            return "/".join(f"{t:g}" for t in values)
+
+        return (
+            f"near-zero {join(self.near_zero)}, entropy split {self.entropy_split:g}, top-k "
+            f"overlap {join(self.overlap)}, ranks {self.rank:g}, tails {self.tail:g}, word "
+            f"clouds {self.words_high:g}/{self.words_low:g}"
+        )
+
+
+CORE_THRESHOLDS = CoreThresholds()
+"""The core paper's thresholds, on the JS scale."""
+
+
+@dataclass(frozen=True)
+class CoreSection:
+    """The core paper's statistics (*Sparse but Critical*) on one metric."""
+
+    metric: str
+    """The divergence column (default `js`)."""
+    thresholds: CoreThresholds
+    """The thresholds applied, on `metric`'s scale (the paper's JS values, or rescaled)."""
+    rescaled: tuple[MatchedThreshold, ...] | None
+    """How each JS threshold was carried to `metric` (`matched_thresholds`); None on JS."""
+    sparsity: Sparsity
+    positional_profile: pl.DataFrame
+    entropy_by_divergence: pl.DataFrame
+    topk_overlap: pl.DataFrame
+    rank_reordering: RankReordering
+    tail_promotion: TailPromotion
+    word_frequencies: pl.DataFrame
+    comparison: pl.DataFrame | None
+    """`compare` of this table and the `compare_with` tables; None without them."""
+    paper: str = CORE_PAPER
+
+
+@dataclass(frozen=True)
+class TakeoverSection:
+    """The takeover paper's statistics on one metric: every one ranks tokens, no threshold."""
+
+    metric: str
+    """The divergence column (default `ce_base_rl`)."""
+    lorenz: Lorenz
+    early_density: pl.DataFrame
+    """`early_density` of the top 1%."""
+    planning_enrichment: PlanningEnrichment
+    """Planning words among the top 1% vs all tokens."""
+    failure_auroc: FailureAUROC | None
+    """Top-100 mean per response; None when the table is not graded with both outcomes."""
+    entropy_iou: pl.DataFrame
+    """`entropy_iou` at the top 1, 5, 10 and 20%."""
+    notes: tuple[str, ...]
+    """Why a statistic was skipped."""
+    paper: str = TAKEOVER_PAPER
+
+
+@dataclass(frozen=True)
+class RastSection:
+    """RAST's path coverage rate of the table's trajectories."""
+
+    path_coverage: PathCoverage
+    paper: str = RAST_PAPER
 
 
 @dataclass(frozen=True)
 class Summary:
-    """Every headline statistic of one token table, plus optional comparisons."""
+    """Every headline statistic of one token table, section by section, plus the optional
+    cross-sample report."""
 
-    metric: str
-    """The divergence column summarized."""
     n_tokens: int
     """Rows of the token table."""
     n_responses: int
     """Distinct (prompt_id, sample_id)."""
     n_prompts: int
     """Distinct prompt_id."""
-    sparsity: Sparsity
-    lorenz: Lorenz
-    positional_profile: pl.DataFrame
-    early_density: pl.DataFrame
-    entropy_by_divergence: pl.DataFrame
-    topk_overlap: pl.DataFrame
-    rank_reordering: RankReordering
-    tail_promotion: TailPromotion
-    planning_enrichment: PlanningEnrichment
-    word_frequencies: pl.DataFrame
-    failure_auroc: FailureAUROC | None
-    """None when the table is not graded with both outcomes (see `notes`)."""
-    comparison: pl.DataFrame | None
-    """`compare` of this table and the `compare` tables; None without them."""
-    cross_sampling: pl.DataFrame | None
-    """`cross_sampling_curve` of the cross-sample results; None without them."""
-    pass_at_k: pl.DataFrame | None
-    """`pass_at_k_curve` of the cross-sample results, per setting (as `cross_sampling`); None
-    without them."""
-    notes: tuple[str, ...]
-    """Why a part was skipped."""
+    core: CoreSection
+    takeover: TakeoverSection
+    rast: RastSection
+    cross_sample: CrossSampleReport | None
+    """`cross_sample_report` of the cross-sample results; None without them."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict: frames become lists of row dicts, NaN becomes None."""
@@ -88,85 +217,203 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
+def section_metrics(
+    metric: str | None = None,
+    core_metric: str = CORE_METRIC,
+    takeover_metric: str = TAKEOVER_METRIC,
+) -> tuple[str, str]:
+    """The (core, takeover) metrics: `metric` for both when given, else each section's own.
+
+    >>> section_metrics(), section_metrics("kl_rl_base"), section_metrics(None, "js_full")
+    (('js', 'ce_base_rl'), ('kl_rl_base', 'kl_rl_base'), ('js_full', 'ce_base_rl'))
+    """
+    return metric or core_metric, metric or takeover_metric
+
+
+def core_thresholds(
+    tokens: Frame, metric: str, *, rescale: bool = False
+) -> tuple[CoreThresholds, tuple[MatchedThreshold, ...] | None]:
+    """The core paper's thresholds for `metric`, and how they were carried there.
+
+    On `js` and `js_full` the paper's values apply as they are. On any other metric they are
+    refused, unless `rescale`: then each JS threshold t becomes the value v of `metric` with as
+    many tokens above it as have js > t on this table (`matched_thresholds`).
+
+    Args:
+        tokens: the token table (with `js` when rescaling).
+        metric: the core section's divergence column.
+        rescale: carry the thresholds to a non-JS metric instead of refusing.
+
+    Returns:
+        (the thresholds on `metric`'s scale, the mapping or None on JS).
+
+    Raises:
+        DivscopeError: a non-JS metric without `rescale`.
+    """
+    if metric in JS_METRICS:
+        return CORE_THRESHOLDS, None
+    if not rescale:
+        raise DivscopeError(
+            f"summary: the core paper's thresholds ({CORE_THRESHOLDS.describe()}) are JS values "
+            f"in nats, and the core section's metric is {metric!r}. Either keep that section on "
+            "js or js_full (--core-metric, default js; --metric sets both sections, "
+            "--takeover-metric the takeover section alone), or pass --rescale-thresholds "
+            f"(rescale_thresholds=True) to carry each threshold to {metric} at the same quantile "
+            "of this table."
+        )
+    mapping = matched_thresholds(tokens, metric, CORE_THRESHOLDS.values(), reference="js")
+    values = {m.threshold: m.value for m in mapping}
+    return CORE_THRESHOLDS.mapped(values.__getitem__), mapping
+
+
 def summary(
     tokens: Frame,
-    metric: str = "js",
+    metric: str | None = None,
     *,
+    core_metric: str = CORE_METRIC,
+    takeover_metric: str = TAKEOVER_METRIC,
+    rescale_thresholds: bool = False,
     label: str = "main",
     compare_with: Mapping[str, Frame] | None = None,
     cross_sample: Frame | None = None,
+    reference: str | Frame | None = None,
+    recovery_at: int | None = None,
+    differences: Sequence[str] = (),
     n_boot: int = 1000,
     seed: int = 0,
 ) -> Summary:
-    """Run every token-table analysis with its defaults, and the optional comparisons.
+    """Run every token-table analysis as its paper computes it, and the optional comparisons.
 
     The needed columns are read once into memory and shared by the analyses, so a LazyFrame
     over a Parquet table is scanned a single time.
 
     Args:
         tokens: the token table.
-        metric: the divergence column.
-        label: this table's label in `comparison`.
-        compare_with: label -> other token tables (e.g. {"sft": sft_tokens}) for `compare`.
-        cross_sample: cross-sample results for `cross_sampling_curve` and `pass_at_k_curve`.
+        metric: the divergence column of both sections; overrides `core_metric` and
+            `takeover_metric` when given.
+        core_metric: the core section's column.
+        takeover_metric: the takeover section's column.
+        rescale_thresholds: on a core metric other than `js`/`js_full`, carry the paper's JS
+            thresholds to it at the same quantile (see `core_thresholds`) instead of refusing.
+        label: this table's label in `core.comparison`.
+        compare_with: label -> other token tables (e.g. {"sft": sft_tokens}) for `compare`,
+            with the core section's metric and thresholds.
+        cross_sample: cross-sample results for `cross_sample_report`.
+        reference: the upper bound of recovery: None (the matched `rl` control), a policy
+            label of `cross_sample`, or graded responses of a third model.
+        recovery_at: None for recovery on mean@n, k for recovery on pass@k.
+        differences: pairs of settings to compare with paired CIs, "A - B" with each side
+            column=value[,column=value], e.g. "policy=rl-replace - policy=base-greedy".
         n_boot: bootstrap resamples for every interval.
         seed: seed of every bootstrap.
 
     Returns:
         A `Summary`.
 
+    Raises:
+        DivscopeError: a missing column, JS thresholds on another core metric without
+            `rescale_thresholds`, or `reference`, `recovery_at` or `differences` without
+            `cross_sample`.
+
     >>> import numpy as np
     >>> rng = np.random.default_rng(0)
     >>> frame = pl.DataFrame({"prompt_id": ["a"] * 50 + ["b"] * 50, "sample_id": [0] * 100,
     ...     "position": list(range(50)) * 2, "n_tokens": [50] * 100, "token": [" x"] * 100,
-    ...     "js": rng.random(100) * 0.3, "entropy_base": rng.random(100),
-    ...     "entropy_rl": rng.random(100), "rl_top1_rank_in_base": [2] * 100,
-    ...     "rl_top2_rank_in_base": [1] * 100, "rl_top3_rank_in_base": [3] * 100,
-    ...     "p_base_of_rl_top1": [0.2] * 100, "p_top1_rl": [0.7] * 100,
-    ...     **{f"overlap_{k}": [1.0] * 100 for k in OVERLAP_KS}, "correct": [None] * 100})
+    ...     "token_id": [1] * 100, "top1_base": [1, 2] * 50,
+    ...     "js": rng.random(100) * 0.3, "ce_base_rl": rng.random(100) * 3,
+    ...     "entropy_base": rng.random(100), "entropy_rl": rng.random(100),
+    ...     "rl_top1_rank_in_base": [2] * 100, "rl_top2_rank_in_base": [1] * 100,
+    ...     "rl_top3_rank_in_base": [3] * 100, "p_base_of_rl_top1": [0.2] * 100,
+    ...     "p_top1_rl": [0.7] * 100, **{f"overlap_{k}": [1.0] * 100 for k in OVERLAP_KS},
+    ...     "correct": [None] * 100})
     >>> result = summary(frame, n_boot=10)
-    >>> result.n_responses, result.failure_auroc is None
-    (2, True)
+    >>> result.core.metric, result.takeover.metric, result.rast.path_coverage.pooled.estimate
+    ('js', 'ce_base_rl', 0.5)
     """
-    lazy = checked_lazy(tokens, [*SUMMARY_COLUMNS, metric], what="summary")
-    frame = lazy.select(list(dict.fromkeys([*SUMMARY_COLUMNS, metric]))).collect(engine="streaming")
+    if cross_sample is None and (reference is not None or recovery_at is not None or differences):
+        raise DivscopeError(
+            "summary: reference, recovery_at and differences apply to cross-sample results; "
+            "pass the results too (--xs)."
+        )
+    core, takeover = section_metrics(metric, core_metric, takeover_metric)
+    rescaling = rescale_thresholds and core not in JS_METRICS
+    columns = [*SUMMARY_COLUMNS, core, takeover, *(["js"] if rescaling else [])]
+    lazy = checked_lazy(tokens, columns, what="summary")
+    frame = lazy.select(list(dict.fromkeys(columns))).collect(engine="streaming")
+    thresholds, rescaled = core_thresholds(frame, core, rescale=rescale_thresholds)
     counts = frame.select(
         pl.struct("prompt_id", "sample_id").n_unique().alias("responses"),
         pl.col("prompt_id").n_unique().alias("prompts"),
     ).row(0, named=True)
-    notes = []
-    try:
-        failure = failure_auroc(frame, metric, n_boot=n_boot, seed=seed)
-    except DivscopeError as error:
-        failure = None
-        notes.append(f"failure_auroc skipped: {error}")
-    comparison = None
-    if compare_with:
-        comparison = compare({label: frame, **compare_with}, metric)
-    curve = pass_at_k = None
+    report = None
     if cross_sample is not None:
-        curve = cross_sampling_curve(cross_sample, n_boot=n_boot, seed=seed)
-        names = cross_sample.lazy().collect_schema().names()
-        settings = [c for c in SETTING_COLUMNS if c in names]
-        pass_at_k = pass_at_k_curve(cross_sample, by=("policy", "budget", *settings))
+        report = cross_sample_report(
+            cross_sample,
+            reference=reference,
+            recovery_at=recovery_at,
+            differences=tuple(differences),
+            tokens=frame,
+            n_boot=n_boot,
+            seed=seed,
+        )
     return Summary(
-        metric=metric,
         n_tokens=frame.height,
         n_responses=int(counts["responses"]),
         n_prompts=int(counts["prompts"]),
-        sparsity=sparsity(frame, metric),
-        lorenz=lorenz(frame, metric),
+        core=_core_section(
+            frame, core, thresholds, rescaled, label=label, compare_with=compare_with
+        ),
+        takeover=_takeover_section(frame, takeover, n_boot=n_boot, seed=seed),
+        rast=RastSection(path_coverage=path_coverage(frame, n_boot=n_boot, seed=seed)),
+        cross_sample=report,
+    )
+
+
+def _core_section(
+    frame: pl.DataFrame,
+    metric: str,
+    thresholds: CoreThresholds,
+    rescaled: tuple[MatchedThreshold, ...] | None,
+    *,
+    label: str,
+    compare_with: Mapping[str, Frame] | None,
+) -> CoreSection:
+    comparison = None
+    if compare_with:
+        tables = {label: frame, **compare_with}
+        comparison = compare(tables, metric, thresholds=thresholds.near_zero)
+    return CoreSection(
+        metric=metric,
+        thresholds=thresholds,
+        rescaled=rescaled,
+        sparsity=sparsity(frame, metric, thresholds=thresholds.near_zero),
         positional_profile=positional_profile(frame, metric),
-        early_density=early_density(frame, metric),
-        entropy_by_divergence=entropy_by_divergence(frame, metric),
-        topk_overlap=topk_overlap(frame, metric),
-        rank_reordering=rank_reordering(frame, metric),
-        tail_promotion=tail_promotion(frame, metric),
-        planning_enrichment=planning_enrichment(frame, metric),
-        word_frequencies=word_frequencies(frame, metric, top=20),
-        failure_auroc=failure,
+        entropy_by_divergence=entropy_by_divergence(frame, metric, split=thresholds.entropy_split),
+        topk_overlap=topk_overlap(frame, metric, thresholds=thresholds.overlap),
+        rank_reordering=rank_reordering(frame, metric, threshold=thresholds.rank),
+        tail_promotion=tail_promotion(frame, metric, threshold=thresholds.tail),
+        word_frequencies=word_frequencies(
+            frame, metric, high=thresholds.words_high, low=thresholds.words_low, top=20
+        ),
         comparison=comparison,
-        cross_sampling=curve,
-        pass_at_k=pass_at_k,
+    )
+
+
+def _takeover_section(
+    frame: pl.DataFrame, metric: str, *, n_boot: int, seed: int
+) -> TakeoverSection:
+    notes = []
+    try:
+        failure = failure_auroc(frame, metric, top_n=100, n_boot=n_boot, seed=seed)
+    except DivscopeError as error:
+        failure = None
+        notes.append(f"failure_auroc skipped: {error}")
+    return TakeoverSection(
+        metric=metric,
+        lorenz=lorenz(frame, metric),
+        early_density=early_density(frame, metric, top_share=0.01),
+        planning_enrichment=planning_enrichment(frame, metric, top_share=0.01),
+        failure_auroc=failure,
+        entropy_iou=entropy_iou(frame, metric),
         notes=tuple(notes),
     )

@@ -17,15 +17,23 @@ def analyze(
     compare: options.Compare = None,
     label: options.Label = None,
     xs: options.CrossSample = None,
-    metric: options.Metric = defaults.METRIC,
+    reference: options.Reference = None,
+    recovery_at: options.RecoveryAt = None,
+    differences: options.Difference = None,
+    metric: options.Metric = None,
+    core_metric: options.CoreMetric = defaults.CORE_METRIC,
+    takeover_metric: options.TakeoverMetric = defaults.TAKEOVER_METRIC,
+    rescale_thresholds: options.RescaleThresholds = False,
     n_boot: options.NBoot = defaults.N_BOOT,
     seed: Annotated[int, typer.Option("--seed", help="Seed of every bootstrap.")] = defaults.SEED,
     overwrite: options.Overwrite = False,
 ) -> None:
-    """Summarize where the RL model departs from the base: sparsity, concentration, position,
-    entropy, top-k overlap, rank reordering, tail promotion, planning words, failure AUROC;
-    with --compare, side-by-side sparsity; with --xs, accuracy and recovery per setting (policy,
-    budget, eps and the policy parameters).
+    """Summarize where the RL model departs from the base, each statistic as its paper computes
+    it: the core paper's (Sparse but Critical; sparsity, position, entropy, top-k overlap, rank
+    reordering, tail promotion, word frequencies) on js, the takeover paper's (Lorenz/Gini,
+    early density, planning words, failure AUROC, IoU with base entropy) on ce_base_rl, and
+    RAST's path coverage; with --compare, side-by-side sparsity; with --xs, the cross-sample
+    report (recovery per setting, pass@k, majority@k, flips, differences).
     """
     from divscope.analyses.analyze import analyze as run
     from divscope.analyses.analyze import digest
@@ -35,7 +43,13 @@ def analyze(
         out,
         compare=options.compared_tables(compare, label),
         cross_sample=xs,
+        reference=reference,
+        recovery_at=recovery_at,
+        differences=differences,
         metric=metric,
+        core_metric=core_metric,
+        takeover_metric=takeover_metric,
+        rescale_thresholds=rescale_thresholds,
         n_boot=n_boot,
         seed=seed,
         overwrite=overwrite,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -24,8 +25,11 @@ def cross_sample(
         str,
         typer.Option(
             "--policy",
-            help="Comma-separated policies: base, rl, forward, reverse, random, rl-replace, "
-            "gated, entropy, mixture, rast (e.g. base,rl,forward for recovery).",
+            help="Comma-separated policies: base, rl, forward, reverse, random, early, "
+            "rl-replace, base-greedy, gated, entropy, mixture, rast (e.g. base,rl,forward for "
+            "recovery). rl-replace and base-greedy add base and rl controls at their own "
+            "sampling (--replace-temperature, --replace-top-p); a listed base or rl runs at "
+            "every sampling of the run.",
         ),
     ],
     out: Annotated[
@@ -36,14 +40,19 @@ def cross_sample(
     ],
     rl: options.OptionalRLModel = None,
     eps: Annotated[
-        float | None,
-        typer.Option("--eps", help="forward/reverse: switch where JS > eps (nats)."),
+        str | None,
+        typer.Option(
+            "--eps",
+            metavar="EPS[,EPS...]",
+            help="forward/reverse: switch where JS > eps (nats); a comma-separated list runs "
+            "them once per eps (e.g. 0.01,0.05,0.1).",
+        ),
     ] = None,
     budgets: Annotated[
         str,
         typer.Option(
             "--budgets",
-            help="Switch budgets of forward, reverse, random, gated and entropy "
+            help="Switch budgets of forward, reverse, random, early, gated and entropy "
             "(comma-separated; -1 = unlimited).",
         ),
     ] = ",".join(map(str, defaults.BUDGETS)),
@@ -61,42 +70,104 @@ def cross_sample(
         float | None,
         typer.Option("--alpha", help="mixture: probability that the RL model writes a response."),
     ] = None,
+    early_share: Annotated[
+        float | None,
+        typer.Option(
+            "--early-share",
+            help="early: the RL model writes the first ceil(share x n) tokens, n the length of "
+            "the same prompt and sample's base response (instead of --budgets).",
+        ),
+    ] = None,
     calibration: Annotated[
         Path | None,
-        typer.Option("--calibration", help="gated/entropy: JSON from `divscope calibrate`."),
-    ] = None,
-    tau: Annotated[
-        float | None,
-        typer.Option("--tau", help="gated/entropy: absolute threshold (overrides --calibration)."),
-    ] = None,
-    lam: Annotated[
-        float | None,
         typer.Option(
-            "--lam",
-            help="gated/entropy: relative threshold (overrides --calibration); rast: the weight "
-            "of the small pair's logit difference (default 1).",
+            "--calibration",
+            help="gated/entropy: tau, lambda and W from `divscope calibrate`.",
         ),
     ] = None,
-    window: Annotated[
+    gate_tau: Annotated[
+        float | None, typer.Option("--gate-tau", help="gated: absolute threshold tau.")
+    ] = None,
+    gate_lam: Annotated[
+        float | None, typer.Option("--gate-lam", help="gated: relative threshold lambda.")
+    ] = None,
+    gate_window: Annotated[
         int | None,
         typer.Option(
-            "--window",
-            help="gated/entropy: W, previous steps of the recent mean "
-            f"(default {defaults.GATE_WINDOW}).",
+            "--gate-window",
+            help=f"gated: W, previous steps of the recent mean (default {defaults.GATE_WINDOW}).",
         ),
     ] = None,
+    entropy_tau: Annotated[
+        float | None, typer.Option("--entropy-tau", help="entropy: absolute threshold tau.")
+    ] = None,
+    entropy_lam: Annotated[
+        float | None, typer.Option("--entropy-lam", help="entropy: relative threshold lambda.")
+    ] = None,
+    entropy_window: Annotated[
+        int | None,
+        typer.Option(
+            "--entropy-window",
+            help=f"entropy: W, previous steps of the recent mean (default {defaults.GATE_WINDOW}).",
+        ),
+    ] = None,
+    override_calibration: Annotated[
+        bool,
+        typer.Option(
+            "--override-calibration",
+            help="Apply a --gate-* or --entropy-* value that differs from --calibration's "
+            "(refused otherwise).",
+        ),
+    ] = False,
+    rast_lam: Annotated[
+        float,
+        typer.Option("--rast-lam", help="rast: the weight of the small pair's logit difference."),
+    ] = defaults.RAST_LAM,
     replace_temperature: Annotated[
-        float, typer.Option("--replace-temperature", help="rl-replace: base sampling temperature.")
+        float,
+        typer.Option(
+            "--replace-temperature",
+            help="rl-replace/base-greedy (and their controls): base sampling temperature.",
+        ),
     ] = defaults.REPLACE_TEMPERATURE,
     replace_top_p: Annotated[
-        float, typer.Option("--replace-top-p", help="rl-replace: base sampling top-p.")
+        float,
+        typer.Option(
+            "--replace-top-p",
+            help="rl-replace/base-greedy (and their controls): base sampling top-p.",
+        ),
     ] = defaults.REPLACE_TOP_P,
+    force_prefix: Annotated[
+        str | None,
+        typer.Option(
+            "--force-prefix",
+            help="The --forced-policies also run with each response forced to open with this "
+            "text (e.g. Alright): its tokens follow the prompt and start the response.",
+        ),
+    ] = None,
+    forced_policies: Annotated[
+        str | None,
+        typer.Option(
+            "--forced-policies",
+            help="Comma-separated policies that also run with --force-prefix (default: every "
+            "policy of the run).",
+        ),
+    ] = None,
     rast_base: Annotated[
         str | None, typer.Option("--rast-base", help="rast: the small base model.")
     ] = None,
     rast_rl: Annotated[
         str | None, typer.Option("--rast-rl", help="rast: the small RL model.")
     ] = None,
+    delta_alignment: Annotated[
+        bool,
+        typer.Option(
+            "--delta-alignment",
+            help="Record per token the cosine between (rast-rl - rast-base) and (rl - base) "
+            "logits (delta_cosine); needs --base, --rl, --rast-base and --rast-rl, and every "
+            "policy then decodes with all four.",
+        ),
+    ] = False,
     batch_size: options.BatchSize = None,
     max_memory: options.MaxMemory = None,
     dtype: options.DType = defaults.DTYPE,
@@ -123,22 +194,30 @@ def cross_sample(
     from divscope.analyses.cross_sampling import cross_sampling_curve
     from divscope.decoding.cross_sample import cross_sample as run
     from divscope.decoding.cross_sample import format_summary
-    from divscope.decoding.settings import parse_budgets, parse_policies
+    from divscope.decoding.settings import parse_budgets, parse_eps, parse_names, parse_policies
     from divscope.distributed import reports
     from divscope.parts import written
 
     budget_list = parse_budgets(budgets)
     policies = parse_policies(
         policy,
-        eps=eps,
+        eps=None if eps is None else parse_eps(eps),
         rate=rate,
         alpha=alpha,
-        tau=tau,
-        lam=lam,
-        window=window,
+        early_share=early_share,
+        gate_tau=gate_tau,
+        gate_lam=gate_lam,
+        gate_window=gate_window,
+        entropy_tau=entropy_tau,
+        entropy_lam=entropy_lam,
+        entropy_window=entropy_window,
+        rast_lam=rast_lam,
         calibration=calibration,
+        override_calibration=override_calibration,
         replace_temperature=replace_temperature,
         replace_top_p=replace_top_p,
+        temperature=temperature,
+        top_p=top_p,
     )
     config = options.decode_config(
         top_p=top_p,
@@ -149,6 +228,7 @@ def cross_sample(
         max_memory=max_memory,
         head_dtype=head_dtype,
     )
+    config = replace(config, delta_alignment=delta_alignment)
     results = run(
         prompts,
         base=base,
@@ -170,6 +250,8 @@ def cross_sample(
         stop=stop or (),
         chat_template=chat_template,
         allow_tokenizer_mismatch=allow_tokenizer_mismatch,
+        force_prefix=force_prefix,
+        forced_policies=None if forced_policies is None else parse_names(forced_policies),
         overwrite=overwrite,
         resume=resume,
         shard=shard,
@@ -182,5 +264,13 @@ def cross_sample(
     if grader is None:
         typer.echo(f"{results.height} responses, ungraded (pass --grader to grade them).")
     else:
-        typer.echo(format_summary(cross_sampling_curve(results, seed=seed)))
+        from divscope.errors import DivscopeError
+
+        try:
+            curve = cross_sampling_curve(results, seed=seed)
+        except DivscopeError as error:
+            # The results are written: say why there is no recovery, and show the rest.
+            typer.echo(f"note: no recovery: {error}")
+            curve = cross_sampling_curve(results, base_policy=None, seed=seed)
+        typer.echo(format_summary(curve))
     typer.echo(written(out, complete=True))

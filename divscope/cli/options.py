@@ -211,12 +211,66 @@ Label = Annotated[
     typer.Option("--label", help="Label of each --compare table, in order (default: its name)."),
 ]
 Metric = Annotated[
+    str | None,
+    typer.Option(
+        "--metric",
+        help="Divergence column of both sections, core and takeover (overrides --core-metric and "
+        "--takeover-metric): js, js_full, kl_base_rl, kl_rl_base, ce_base_rl.",
+    ),
+]
+CoreMetric = Annotated[
     str,
     typer.Option(
-        "--metric", help="Divergence column: js, js_full, kl_base_rl, kl_rl_base, ce_base_rl."
+        "--core-metric",
+        help="Divergence column of the core paper's statistics and figures (its thresholds are "
+        "on the JS scale).",
+    ),
+]
+TakeoverMetric = Annotated[
+    str,
+    typer.Option(
+        "--takeover-metric",
+        help="Divergence column of the takeover paper's statistics and figures (Lorenz/Gini, "
+        "early density, failure AUROC): CE(p_b, p_r) there.",
+    ),
+]
+RescaleThresholds = Annotated[
+    bool,
+    typer.Option(
+        "--rescale-thresholds",
+        help="With a non-JS core metric, map each of the core paper's JS thresholds t to the "
+        "metric's value at the same quantile (the share of tokens with js > t) instead of "
+        "refusing them.",
     ),
 ]
 NBoot = Annotated[int, typer.Option("--n-boot", min=1, help="Bootstrap resamples.")]
+RecoveryAt = Annotated[
+    int | None,
+    typer.Option(
+        "--recovery-at",
+        min=1,
+        help="Recovery on unbiased pass@K per prompt (the takeover paper: --recovery-at 8); "
+        "default: on mean@n (the core paper).",
+    ),
+]
+Reference = Annotated[
+    str | None,
+    typer.Option(
+        "--reference",
+        help="The upper bound of recovery: graded results of a third model (a file, e.g. the "
+        "thinking model's `divscope generate` + `grade` output) or a policy label of the "
+        "cross-sample results; default: the matched rl control.",
+    ),
+]
+Difference = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--difference",
+        help='Two settings of --xs to compare, "A - B", each side column=value[,column=value] '
+        '(e.g. "policy=rl-replace - policy=base-greedy"): their difference with a paired '
+        "problem-bootstrap CI (repeat).",
+    ),
+]
 
 
 def compared_tables(compare: list[Path] | None, label: list[str] | None) -> dict[str, Path]:

@@ -17,6 +17,8 @@ def plot(
         Path, typer.Option("--out", "-o", help="Output directory for the figures and index.md.")
     ],
     xs: options.CrossSample = None,
+    reference: options.Reference = None,
+    recovery_at: options.RecoveryAt = None,
     compare: options.Compare = None,
     label: options.Label = None,
     evolution: Annotated[
@@ -37,7 +39,10 @@ def plot(
     formats: Annotated[
         str, typer.Option("--format", help="Comma-separated file formats: png, pdf, svg.")
     ] = ",".join(defaults.FORMATS),
-    metric: options.Metric = defaults.METRIC,
+    metric: options.Metric = None,
+    core_metric: options.CoreMetric = defaults.CORE_METRIC,
+    takeover_metric: options.TakeoverMetric = defaults.TAKEOVER_METRIC,
+    rescale_thresholds: options.RescaleThresholds = False,
     n_boot: options.NBoot = defaults.N_BOOT,
     seed: Annotated[
         int, typer.Option("--seed", help="Seed of every bootstrap and of sampled raw values.")
@@ -47,8 +52,11 @@ def plot(
     """Draw the papers' figures from TOKENS (and --xs, --compare, --evolution) into --out.
 
     Writes every figure the inputs allow, says which it skipped and why, and writes index.md
-    last; the directory appears only when complete. Figures that show raw values (KDEs,
-    scatter) draw a seeded random sample and say so.
+    last, the figures under one heading per paper; the directory appears only when complete.
+    The core paper's figures are drawn on js, the takeover paper's (Lorenz, early density,
+    failure ROC, takeover knee) on ce_base_rl; with --compare, the SFT-vs-RL side-by-side
+    figures too. Figures that show raw values (KDEs, scatter) draw a seeded random sample and
+    say so.
     """
     from divscope.figures.plot import evolution_steps
     from divscope.figures.plot import plot as run
@@ -60,11 +68,16 @@ def plot(
         tokens,
         out,
         cross_sample=xs,
+        reference=reference,
+        recovery_at=recovery_at,
         compare=options.compared_tables(compare, label),
         evolution=evolution_steps(evolution or []),
         names=figure,
         formats=formats.split(","),
         metric=metric,
+        core_metric=core_metric,
+        takeover_metric=takeover_metric,
+        rescale_thresholds=rescale_thresholds,
         seed=seed,
         n_boot=n_boot,
         overwrite=overwrite,

@@ -8,21 +8,21 @@ atomically. `format_summary` is the table the command prints.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from divscope.decoding.lockstep import DecodeConfig, Decoded, Request
-from divscope.decoding.policies import Policy
+from divscope.decoding.lockstep import DecodeConfig, Decoded, Request, decoding_models
+from divscope.decoding.policies import Base, Early, Policy
 from divscope.defaults import BUDGETS, DEVICE, DTYPE, GRADE_TIMEOUT, SAMPLES
 from divscope.errors import DivscopeError
 from divscope.progress import Progress
-from divscope.schema import CROSS_SAMPLE_PARAMS, SETTING_COLUMNS
-from divscope.vocab import Compatibility
+from divscope.schema import CROSS_SAMPLE_PARAMS
+from divscope.vocab import Compatibility, TokenPieces
 
 PART_ROWS = 64
 """Responses per part of a cross-sample output: what a killed run loses at most, per process."""
@@ -57,6 +57,8 @@ def cross_sample(
     stop: Sequence[str] = (),
     chat_template: bool = False,
     allow_tokenizer_mismatch: bool = False,
+    force_prefix: str | None = None,
+    forced_policies: Sequence[str] | None = None,
     overwrite: bool = False,
     resume: bool = False,
     shard: str | None = None,
@@ -68,13 +70,14 @@ def cross_sample(
     Args:
         prompts: Parquet or JSONL prompts (`prompt_id`, `prompt` or `prompt_ids`, `answer`).
         base: the base model, a local directory or a hub id.
-        policies: the policies to run, e.g. `[Base(), RL(), Forward(eps=0.05)]`.
+        policies: the policies to run, e.g. `[Base(), RL(), Forward(eps=0.05)]`, as given
+            (`settings.parse_policies` is what adds rl-replace's controls at its sampling).
         out: the results: a `.parquet` or `.jsonl` file, or a directory of parts. Written in
             parts, one per chunk of prompts and setting (`divscope.parts`), each as soon as it
             is decoded and graded; a file is assembled from them at the end.
         rl: the RL model (not needed by `base` and `rast`).
         budgets: switch budgets of the budgeted policies (−1 = unlimited); the other
-            policies run once with budget −1.
+            policies (and `early` with a share) run once with budget −1.
         n: responses per prompt (sample ids 0..n−1) per policy and budget.
         config: sampling, length cap, seed and batch size.
         grader: a grader (`math`, `exact`, `lab` or `module:function`); None leaves
@@ -91,6 +94,13 @@ def cross_sample(
         stop: extra stop tokens (ids or single-token strings) besides every model's EOS ids.
         chat_template: wrap each raw question in the base tokenizer's chat template.
         allow_tokenizer_mismatch: compare models whose ordinary vocabularies differ.
+        force_prefix: the `forced_policies` also run with every response forced to open with
+            this text: its base-tokenizer ids (no special tokens) follow the prompt, decoding
+            continues after them, and the rows' `response_ids` start with them (switch
+            positions count from the response's start; the prefix does not count towards
+            `max_new_tokens`). Their rows have `force_prefix` set: settings of their own.
+        forced_policies: the names of the policies that also run forced (every policy of that
+            name); None: every policy.
         overwrite: replace an existing output.
         resume: continue an interrupted run (or start it): keep the parts written, after
             checking that the settings and prompts are the same, and do the rest.
@@ -108,8 +118,9 @@ def cross_sample(
 
     Raises:
         DivscopeError: bad prompts, budgets or grader, a missing model, models whose ordinary
-            vocabularies differ, an existing output without `overwrite` or `resume`, or one
-            made with other settings.
+            vocabularies differ, a forced policy that does not run, a prefix that tokenizes to
+            no token (or to a stop token), an existing output without `overwrite` or `resume`,
+            or one made with other settings.
 
     Example:
         >>> import divscope
@@ -120,7 +131,7 @@ def cross_sample(
         ...     out="runs/forward.parquet", n=4, grader="lab")
     """
     from divscope import __version__
-    from divscope.decoding.lockstep import decode, planned
+    from divscope.decoding.lockstep import planned
     from divscope.distributed import current_world
     from divscope.grading import GradeConfig, get_grader, grade_table
     from divscope.io import cross_sample_frame, read_cross_sample, read_prompts
@@ -138,22 +149,29 @@ def cross_sample(
         raise DivscopeError(f"--budgets {budgets}: give budgets >= 0, or −1 for unlimited.")
     if grader is not None:
         get_grader(grader)  # an unknown grader fails before the models load
+    forced = _forced(policies, force_prefix, forced_policies)
     frame = read_prompts(prompts)
     if grader is not None and "answer" not in frame.columns:
         raise DivscopeError(
             f"{prompts}: --grader {grader} needs an 'answer' column in the prompts."
         )
     paths = {"base": base, "rl": rl, "rast_base": rast_base, "rast_rl": rast_rl}
-    needed = [name for name in paths if any(name in p.models for p in policies)]
+    needed = [name for name in paths if any(name in decoding_models(p, config) for p in policies)]
     for name in needed:
         if paths[name] is None:
             users = ", ".join(p.name for p in policies if name in p.models)
-            raise DivscopeError(f"policy {users} needs {MODEL_FLAGS[name]}.")
+            who = f"policy {users}" if users else "--delta-alignment (all four models)"
+            raise DivscopeError(f"{who} needs {MODEL_FLAGS[name]}.")
     model_paths = {name: paths[name] for name in needed}
-    # The units of work: each chunk of prompts under each setting (policy and budget). Every
-    # setting decodes the same chunks, so the models see identical batches across settings
-    # and the reproduction invariants between policies hold bit for bit.
-    runs = [(p, b) for p in policies for b in (budgets if p.budgeted else (-1,))]
+    # The units of work: each chunk of prompts under each setting (policy, budget and forced
+    # prefix). Every setting decodes the same chunks, so the models see identical batches
+    # across settings and the reproduction invariants between policies hold bit for bit.
+    runs = [
+        (p, b, prefix)
+        for ps, prefix in ((policies, None), (forced, force_prefix))
+        for p in ps
+        for b in (budgets if p.budgeted else (-1,))
+    ]
     per_chunk = -(-part_rows // n)  # prompts per chunk
     chunks = [
         range(lo, min(lo + per_chunk, frame.height)) for lo in range(0, frame.height, per_chunk)
@@ -161,7 +179,11 @@ def cross_sample(
     settings = {
         "prompts_sha256": frame_digest(frame),
         "models": model_paths,
-        "runs": [{"policy": p.name, **p.params(), "budget": b} for p, b in runs],
+        "runs": [
+            {"policy": p.name, **p.params(), "budget": b}
+            | ({} if prefix is None else {"force_prefix": prefix})
+            for p, b, prefix in runs
+        ],
         "n": n,
         "prompts_per_part": per_chunk,
         "temperature": config.sampling.temperature,
@@ -169,6 +191,7 @@ def cross_sample(
         "max_new_tokens": config.max_new_tokens,
         "head_dtype": config.head_dtype,
         "seed": config.seed,
+        "delta_alignment": config.delta_alignment,
         "stop": list(stop),
         "chat_template": chat_template,
         "grader": grader,
@@ -196,14 +219,17 @@ def cross_sample(
             stop=stop,
             chat_template=chat_template,
             allow_tokenizer_mismatch=allow_tokenizer_mismatch,
+            force_prefix=force_prefix if forced else None,
         )
         keys = frame["prompt_id"].to_list()
         note_length_cap(
             keys, loaded.prompt_ids, config.max_new_tokens, loaded.models, enabled=progress
         )
-        # One batch size for every setting and part, planned on all the prompts.
+        # One batch size for every setting and part, planned on all the prompts (followed by
+        # the forced prefix: the longest a run decodes from).
+        longest = [[*ids, *loaded.prefix_ids] for ids in loaded.prompt_ids]
         config = planned(
-            config, loaded.models, list(zip(keys, loaded.prompt_ids, strict=True)),
+            config, loaded.models, list(zip(keys, longest, strict=True)),
             vocab=loaded.vocab, progress=progress,
         )  # fmt: skip
         metadata = {
@@ -214,6 +240,7 @@ def cross_sample(
             "prompts": str(Path(prompts)),
             "policies": [{"policy": p.name, **p.params()} for p in policies],
             "budgets": list(budgets),
+            "force_prefix_ids": list(loaded.prefix_ids),
             "batch_size": config.batch_size,  # as planned (`--max-memory`) or given
             **loaded.metadata(),
             "device": describe_placement(
@@ -223,30 +250,99 @@ def cross_sample(
         }
         grading = GradeConfig(grader, timeout=grade_timeout) if grader is not None else None
         answers = frame.select("prompt_id", "answer") if grader is not None else None
+        pieces = TokenPieces(loaded.tokenizer)  # the switch tokens' text
+        benchmarks = (
+            dict(zip(keys, frame["benchmark"], strict=True)) if "benchmark" in frame.columns else {}
+        )
         rows = n * sum(costs[u] for u in todo)
         with Progress(
             rows, desc=f"cross-sampling{share_note(world)}", unit="seq", enabled=progress
         ) as bar:
             for unit in todo:
-                (policy, budget), chunk = runs[unit // len(chunks)], chunks[unit % len(chunks)]
+                policy, budget, prefix = runs[unit // len(chunks)]
+                opening = () if prefix is None else loaded.prefix_ids
                 requests = [
-                    Request(keys[i], sample, tuple(loaded.prompt_ids[i]), budget)
-                    for i in chunk
+                    Request(keys[i], sample, (*loaded.prompt_ids[i], *opening), budget)
+                    for i in chunks[unit % len(chunks)]
                     for sample in range(n)
                 ]
-                decoded = decode(
-                    loaded.models, requests, policy, config, vocab=loaded.vocab,
-                    eos_ids=loaded.stop, pad_id=loaded.pad_id, suppressed=loaded.suppressed,
-                )  # fmt: skip
+                decoded = [_opened(d, opening) for d in _decode(loaded, requests, policy, config)]
                 texts = loaded.tokenizer.batch_decode(
                     [d.response_ids for d in decoded], skip_special_tokens=True
                 )
-                results = _results_frame(policy, requests, decoded, texts, config)
+                results = _results_frame(
+                    policy, requests, decoded, texts, config, pieces=pieces, benchmarks=benchmarks,
+                    force_prefix=prefix,
+                )  # fmt: skip
                 if grading is not None:
                     results = grade_table(results, grading, answers=answers)
                 parts.write(unit, cross_sample_frame(results), metadata)
                 bar.update(len(requests))
     return read_cross_sample(out) if parts.finish(world) else None
+
+
+def _forced(
+    policies: Sequence[Policy], prefix: str | None, names: Sequence[str] | None
+) -> list[Policy]:
+    """The policies that also run with the forced opening `prefix`: those named `names`
+    (every policy of each name), or all of them when `names` is None.
+
+    Raises:
+        DivscopeError: `names` without a prefix, an empty prefix, or a name that no policy of
+            the run has.
+    """
+    if prefix is None:
+        if names is not None:
+            raise DivscopeError("--forced-policies needs --force-prefix (the forced opening).")
+        return []
+    if not prefix:
+        raise DivscopeError("--force-prefix is empty; give the text that responses open with.")
+    running = [p.name for p in policies]
+    unknown = [name for name in names or () if name not in running]
+    if unknown:
+        raise DivscopeError(
+            f"--forced-policies: {unknown[0]!r} is not a policy of this run "
+            f"({', '.join(dict.fromkeys(running))}); add it to --policy or leave it out."
+        )
+    return [p for p in policies if names is None or p.name in names]
+
+
+def _decode(
+    loaded: Loaded, requests: list[Request], policy: Policy, config: DecodeConfig
+) -> list[Decoded]:
+    """Decode `requests` under `policy`. `early` with a share first decodes the same requests
+    under `Base()` (same requests, same batches: exactly the base control's tokens), and gives
+    each request the budget `Early.budget_for` that base response's length."""
+    from divscope.decoding.lockstep import decode
+
+    def run(requests: list[Request], policy: Policy, config: DecodeConfig) -> list[Decoded]:
+        return decode(
+            loaded.models, requests, policy, config, vocab=loaded.vocab, eos_ids=loaded.stop,
+            pad_id=loaded.pad_id, suppressed=loaded.suppressed,
+        )  # fmt: skip
+
+    if isinstance(policy, Early) and policy.share is not None:
+        base = run(requests, Base(), replace(config, delta_alignment=False))
+        requests = [
+            replace(r, budget=policy.budget_for(len(d.response_ids)))
+            for r, d in zip(requests, base, strict=True)
+        ]
+    return run(requests, policy, config)
+
+
+def _opened(decoded: Decoded, opening: Sequence[int]) -> Decoded:
+    """`decoded` as a response that opens with the forced `opening`: its ids first, the switch
+    positions counted from the response's start, no `delta_cosine` at the opening's positions
+    (null)."""
+    if not opening:
+        return decoded
+    cosines = decoded.delta_cosine
+    return replace(
+        decoded,
+        response_ids=[*opening, *decoded.response_ids],
+        switch_positions=[len(opening) + p for p in decoded.switch_positions],
+        delta_cosine=None if cosines is None else [None] * len(opening) + cosines,
+    )
 
 
 @dataclass(frozen=True)
@@ -266,6 +362,8 @@ class Loaded:
     vocab: int
     """The ids every model's tokenizer holds: `compatibility.vocab`, or the one tokenizer's
     size."""
+    prefix_ids: tuple[int, ...] = ()
+    """The ids of the forced opening (`force_prefix`); empty when none."""
 
     @property
     def suppressed(self) -> tuple[int, ...]:
@@ -304,9 +402,10 @@ def load(
     stop: Sequence[str] = (),
     chat_template: bool = False,
     allow_tokenizer_mismatch: bool = False,
+    force_prefix: str | None = None,
 ) -> Loaded:
-    """Load what a decoding run needs; the prompts and tokenizers are checked before any
-    model loads.
+    """Load what a decoding run needs; the prompts, tokenizers and forced prefix are checked
+    before any model loads.
 
     Args:
         frame: prompts as `io.read_prompts` returns them.
@@ -320,10 +419,14 @@ def load(
         stop: extra stop tokens (`--stop`: ids or single-token strings).
         chat_template: wrap each raw question in the first tokenizer's chat template.
         allow_tokenizer_mismatch: compare models whose ordinary vocabularies differ.
+        force_prefix: a forced opening, tokenized with the first tokenizer without special
+            tokens into `Loaded.prefix_ids`.
 
     Raises:
         DivscopeError: a prompt that the tokenizer cannot hold, tokenizers whose ordinary
-            vocabularies differ, a model that cannot be loaded, or a bad `--stop`.
+            vocabularies differ, a forced prefix that tokenizes to no token or holds a stop
+            token or an id outside the shared vocabulary, a model that cannot be loaded, or a
+            bad `--stop`.
     """
     from divscope.generation.prompts import chat_prompts
     from divscope.io import prompt_token_ids
@@ -341,11 +444,26 @@ def load(
         prompt_ids = chat_prompts(frame, tokenizer, source=source)[1]
     else:
         prompt_ids = prompt_token_ids(frame, tokenizer, source=source)
+    vocab = compatibility.vocab if compatibility else len(tokenizer)
+    prefix_ids: tuple[int, ...] = ()
+    if force_prefix is not None:
+        prefix_ids = tuple(tokenizer.encode(force_prefix, add_special_tokens=False))
+        if not prefix_ids:
+            raise DivscopeError(
+                f"--force-prefix {force_prefix!r} tokenizes to no token; give text that the "
+                "base tokenizer turns into at least one token."
+            )
     own = {"base": base_device, "rl": rl_device}
     models = load_models(paths, dtype=dtype, device=device, device_map=device_map, devices=own)
-    vocab = compatibility.vocab if compatibility else len(tokenizer)
     stop_list = stop_ids(tokenizers, models, stop, vocab=vocab)
-    return Loaded(tokenizer, prompt_ids, models, stop_list, compatibility, vocab)
+    bad = [i for i in prefix_ids if i in stop_list or i >= vocab]
+    if bad:
+        raise DivscopeError(
+            f"--force-prefix {force_prefix!r} tokenizes to {list(prefix_ids)}, which holds "
+            f"id {bad[0]}, a stop token or an id outside the shared vocabulary of {vocab}; "
+            "a forced opening cannot end the response."
+        )
+    return Loaded(tokenizer, prompt_ids, models, stop_list, compatibility, vocab, prefix_ids)
 
 
 def note_length_cap(
@@ -366,11 +484,30 @@ def _results_frame(
     decoded: list[Decoded],
     texts: list[str],
     config: DecodeConfig,
+    *,
+    pieces: TokenPieces,
+    benchmarks: Mapping[str, str | None],
+    force_prefix: str | None = None,
 ) -> pl.DataFrame:
+    """The results rows of one decoded unit (every `CROSS_SAMPLE` column, `correct` null, then
+    `CROSS_SAMPLE_PARAMS`).
+
+    Args:
+        policy: the policy decoded.
+        requests: what was decoded.
+        decoded: the decoder's output, one per request.
+        texts: each response's text.
+        config: the run's decoding settings.
+        pieces: the readable text of single tokens (the switch tokens).
+        benchmarks: each prompt's benchmark (the prompts' `benchmark`); a prompt left out has
+            none (null).
+        force_prefix: the text the responses were forced to open with (`force_prefix`).
+    """
     params: dict[str, Any] = {c: None for c in CROSS_SAMPLE_PARAMS}
     params |= {"temperature": config.sampling.temperature, "top_p": config.sampling.top_p}
     params |= {"max_new_tokens": config.max_new_tokens}
     params |= {k: v for k, v in policy.params().items() if k != "eps"}
+    params["force_prefix"] = force_prefix
     eps = policy.params().get("eps")
     rows = len(requests)
     frame = pl.DataFrame(
@@ -389,6 +526,23 @@ def _results_frame(
             "switch_positions": pl.Series(
                 [d.switch_positions for d in decoded], dtype=pl.List(pl.Int32())
             ),
+            "switch_primary_ids": pl.Series(
+                [d.switch_primary_ids for d in decoded], dtype=pl.List(pl.Int32())
+            ),
+            "switch_primary_tokens": pl.Series(
+                [pieces(d.switch_primary_ids) for d in decoded], dtype=pl.List(pl.String())
+            ),
+            "switch_tokens": pl.Series(
+                [pieces([d.response_ids[p] for p in d.switch_positions]) for d in decoded],
+                dtype=pl.List(pl.String()),
+            ),
+            "n_effective_independent": [d.n_effective_independent for d in decoded],
+            "delta_cosine": pl.Series(
+                [d.delta_cosine for d in decoded], dtype=pl.List(pl.Float32())
+            ),
+            "benchmark": pl.Series(
+                [benchmarks.get(r.prompt_id) for r in requests], dtype=pl.String()
+            ),
             "finished": [d.finished for d in decoded],
             "correct": pl.Series([None] * rows, dtype=pl.Boolean()),
         }
@@ -400,45 +554,14 @@ def _results_frame(
 
 def format_summary(curve: pl.DataFrame) -> str:
     """A fixed-width text table of a `cross_sampling_curve` (what `divscope cross-sample`
-    prints).
+    prints): `divscope.analyses.cross_sample_report.curve_text`.
 
-    When some policy was run at several settings, a `setting` column names the setting columns
-    that vary within each policy (e.g. `eps=0.05`); otherwise the table has no such column.
+    Per setting: accuracy and recovery with their intervals, the switched share and the
+    effective share under the coupled draw and under an independent draw, beside the matched
+    controls (one row per sampling). A `setting` column names the setting columns that vary
+    within each policy (e.g. `eps=0.05`) when some policy has several settings; `T` and `top-p`
+    columns appear when the settings were sampled differently.
     """
-    from divscope.analyses.cross_sampling import setting_labels
+    from divscope.analyses.cross_sample_report import curve_text
 
-    def interval(row: dict[str, Any], name: str, percent: bool) -> str:
-        value, low, high = row[name], row[f"{name}_low"], row[f"{name}_high"]
-        if value is None:
-            return "-"
-        if percent:
-            return f"{100 * value:.1f}% [{100 * low:.1f}, {100 * high:.1f}]"
-        # Rounded first, then + 0.0: a value in (-0.005, 0] prints "0.00", never "-0.00".
-        value, low, high = (round(v, 2) + 0.0 for v in (value, low, high))
-        return f"{value:.2f} [{low:.2f}, {high:.2f}]"
-
-    def share(value: float | None) -> str:
-        return "-" if value is None else f"{100 * value:.2f}%"
-
-    curve = curve.with_columns(setting_labels(curve))
-    longest = curve["setting"].str.len_chars().max() or 0  # 0: one setting per policy
-
-    def setting(text: str) -> str:
-        return f"{text or '-':<{max(longest, len('setting'))}} " if longest else ""
-
-    header = (
-        f"{'policy':<11} {setting('setting')}{'budget':>6} {'n':>6}  "
-        f"{'accuracy [95% CI]':<24} {'recovery [95% CI]':<22} {'switched':>9} {'effective':>9}"
-    )
-    lines = [header]
-    settings = [c for c in SETTING_COLUMNS if c in curve.columns]
-    unlimited_last = pl.when(pl.col("budget") < 0).then(None).otherwise(pl.col("budget"))
-    ordered = curve.sort("policy", *settings, unlimited_last, nulls_last=True)
-    for row in ordered.iter_rows(named=True):
-        budget = "inf" if row["budget"] < 0 else str(row["budget"])
-        lines.append(
-            f"{row['policy']:<11} {setting(row['setting'])}{budget:>6} {row['n_responses']:>6}  "
-            f"{interval(row, 'accuracy', True):<24} {interval(row, 'recovery', False):<22} "
-            f"{share(row['switch_share_pooled']):>9} {share(row['effective_share_pooled']):>9}"
-        )
-    return "\n".join(lines)
+    return curve_text(curve)

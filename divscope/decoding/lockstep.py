@@ -11,6 +11,11 @@ the top-p truncation), finished rows are found every `CHECK_EVERY` steps from a 
 step before, and then dropped from the batch and from every model's KV cache, which grows in a
 preallocated buffer (`cache.GrowingLayer`).
 
+What is recorded besides the tokens: at each switch, the primary model's own coupled draw
+(`switch_primary_ids`) and whether the emitted token differs from an independent draw of the
+primary (`Stream.PRIMARY`: `n_effective_independent`); with `delta_alignment`, per step the
+cosine between the two pairs' logit differences (`delta_cosine`). None of it changes a token.
+
 What is reproducible: the same requests in the same batches give the same tokens, and since
 every policy of a run decodes identical batches, the invariants between policies (`forward`
 with an infinite eps is `base`, a zero budget is `base`, ...) hold bit for bit. On the CPU the
@@ -24,6 +29,7 @@ the start as two halves, each left-padded to the batch's prompt width (`divscope
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -35,7 +41,7 @@ from torch import Tensor
 
 from divscope.decoding.cache import new_cache
 from divscope.decoding.policies import Policy, StepView
-from divscope.decoding.randomness import Stream, uniforms
+from divscope.decoding.randomness import Stream, inverse_cdf, uniforms
 from divscope.defaults import BATCH_SIZE, SEED
 from divscope.errors import DivscopeError
 from divscope.memory import PLACEMENT_ADVICE, halving
@@ -84,6 +90,10 @@ class DecodeConfig:
     drop_finished: bool = True
     """Drop finished rows from the batch and the caches; False keeps them to the end (same
     tokens, slower: for tests and benchmarks)."""
+    delta_alignment: bool = False
+    """Record, per step, the cosine between the small and the large pair's logit differences
+    (`delta_cosine`; --delta-alignment): every policy then decodes with the four models of
+    `DELTA_MODELS`, which all consume every emitted token (the tokens do not change)."""
 
     def __post_init__(self) -> None:
         if self.max_new_tokens is not None and self.max_new_tokens < 1:
@@ -106,6 +116,10 @@ class Request:
     """Most switches allowed; −1 = unlimited."""
 
 
+DELTA_MODELS: tuple[str, ...] = ("base", "rl", "rast_base", "rast_rl")
+"""The models of `DecodeConfig.delta_alignment`: the large pair, then the small (RAST) pair."""
+
+
 @dataclass(frozen=True)
 class Decoded:
     """One decoded response and its interventions."""
@@ -115,8 +129,21 @@ class Decoded:
     finished: bool
     """Ended with a stop token (not at the length cap)."""
     n_switches: int
+    """Steps where the policy switched to the intervener (within the budget)."""
     n_effective: int
+    """Switches whose emitted token differs from the primary model's coupled draw
+    (`switch_primary_ids`)."""
     switch_positions: list[int]
+    """The response positions of the switches, ascending."""
+    switch_primary_ids: list[int]
+    """At each switch position, the token the primary model drew with the step's uniform
+    (`Proposal.primary`: what it would have emitted); the emitted token is `response_ids`'."""
+    n_effective_independent: int
+    """Switches whose emitted token differs from an independent draw of the primary model
+    (same distribution, `Policy.primary_config`; uniform of `Stream.PRIMARY`)."""
+    delta_cosine: list[float | None] | None = None
+    """With `delta_alignment`, per response position t, `delta_cosine` of the logits that
+    predicted token t (None where it is NaN: a zero difference); else None."""
 
 
 class Lockstep:
@@ -246,7 +273,7 @@ def decode(
 
     Args:
         models: models by name (`base`, `rl`, `rast_base`, `rast_rl`); those of
-            `policy.models` are used.
+            `decoding_models(policy, config)` are used.
         requests: what to decode; a request's budget caps its switches.
         policy: the intervention policy.
         config: sampling, length cap, seed, batch size, head dtype; a batch size left None is
@@ -261,16 +288,19 @@ def decode(
         One `Decoded` per request, in input order.
 
     Raises:
-        DivscopeError: a model the policy needs is missing, a prompt is empty, a prompt
+        DivscopeError: a model the policy (or `delta_alignment`) needs is missing, a prompt
+            is empty, a prompt
             plus an asked-for `max_new_tokens` exceeds a model's context, or a single request
             does not fit in GPU memory.
     """
-    missing = [name for name in policy.models if name not in models]
+    names = decoding_models(policy, config)
+    missing = [name for name in names if name not in models]
     if missing:
-        raise DivscopeError(f"policy {policy.name!r} needs the model(s) {', '.join(missing)}.")
+        who = "--delta-alignment" if config.delta_alignment else f"policy {policy.name!r}"
+        raise DivscopeError(f"{who} needs the model(s) {', '.join(missing)}.")
     if not eos_ids:
         raise DivscopeError("no stop token: the tokenizer defines no eos_token_id; pass --stop.")
-    used = {name: models[name] for name in policy.models}
+    used = {name: models[name] for name in names}
     limits = _limits(used, requests, config.max_new_tokens, vocab)
     prompts = [(r.prompt_id, r.prompt_ids) for r in requests]
     config = planned(config, models, prompts, vocab=vocab, progress=progress)
@@ -318,6 +348,41 @@ def decode(
                 results[i] = row
             bar.update(len(batch))
     return results  # type: ignore[return-value]
+
+
+def decoding_models(policy: Policy, config: DecodeConfig) -> tuple[str, ...]:
+    """The models that decode `policy` under `config`: the policy's own, then, with
+    `delta_alignment`, the others of `DELTA_MODELS`.
+
+    >>> from divscope.decoding.policies import Base
+    >>> decoding_models(Base(), DecodeConfig(delta_alignment=True))
+    ('base', 'rl', 'rast_base', 'rast_rl')
+    """
+    if not config.delta_alignment:
+        return policy.models
+    return (*policy.models, *(name for name in DELTA_MODELS if name not in policy.models))
+
+
+def delta_cosine(logits: Mapping[str, Tensor]) -> Tensor:
+    """`[B]` per row, the cosine over the vocabulary between the small pair's logit difference
+    (`rast_rl − rast_base`) and the large pair's (`rl − base`), in float32; ids whose logit is
+    −inf in any of the four models are left out, and a row where a difference is zero on every
+    id left is NaN.
+
+    Args:
+        logits: `[B, V]` next-token logits of the models of `DELTA_MODELS`, on one device.
+
+    >>> rows = {"base": [[0.0, 0.0, -torch.inf]], "rl": [[1.0, 0.0, 0.0]],
+    ...         "rast_base": [[0.0, 1.0, 0.0]], "rast_rl": [[2.0, 1.0, 5.0]]}
+    >>> delta_cosine({k: torch.tensor(v) for k, v in rows.items()}).tolist()
+    [1.0]
+    """
+    small = (logits["rast_rl"] - logits["rast_base"]).float()  # [B, V]
+    large = (logits["rl"] - logits["base"]).float()  # [B, V]
+    dropped = ~(small.isfinite() & large.isfinite())  # an id −inf in some model: inf or nan
+    small, large = small.masked_fill_(dropped, 0.0), large.masked_fill_(dropped, 0.0)
+    dot = (small * large).sum(-1)  # [B]
+    return dot / (torch.linalg.vector_norm(small, dim=-1) * torch.linalg.vector_norm(large, dim=-1))
 
 
 def _limits(
@@ -382,7 +447,8 @@ class _Batch:
     model consumes the emitted token; finished rows leave the batch every `CHECK_EVERY` steps.
 
     Per-row tensors hold the active rows only; `rows` maps them to the batch's rows, and the
-    outputs (`tokens`, `switched`, `effective`) are written per batch row.
+    outputs (`tokens`, `switched`, `primary`, `effective`, `independent`, `delta`) are written
+    per batch row.
     """
 
     def __init__(
@@ -403,6 +469,7 @@ class _Batch:
             return torch.from_numpy(uniforms(config.seed, *ids, n, which)).to(device)  # [B, n]
 
         self.u, self.u_switch = stream(Stream.SAMPLE, self.steps), stream(Stream.SWITCH, self.steps)
+        self.u_primary = stream(Stream.PRIMARY, self.steps)
         self.state = policy.init_state(stream(Stream.RESPONSE, 1)[:, 0])
         n = len(batch)
         self.limit = torch.tensor(limits, device=device)  # [b]
@@ -415,7 +482,14 @@ class _Batch:
         self.done = torch.zeros(n, dtype=torch.bool, device=device)  # [b]
         self.tokens = torch.full((n, self.steps), self.eos_ids[0], device=device)  # [B, T]
         self.switched = torch.zeros(n, self.steps, dtype=torch.bool, device=device)  # [B, T]
+        self.primary = torch.zeros(n, self.steps, dtype=torch.int32, device=device)  # [B, T]
         self.effective = torch.zeros(n, dtype=torch.int64, device=device)  # [B]
+        self.independent = torch.zeros(n, dtype=torch.int64, device=device)  # [B]
+        self.delta = (
+            torch.full((n, self.steps), torch.nan, dtype=torch.float32, device=device)  # [B, T]
+            if config.delta_alignment
+            else None
+        )
 
     def run(self) -> list[Decoded]:
         seen: _HostCopy | None = None
@@ -432,18 +506,25 @@ class _Batch:
         return self._results()
 
     def _step(self, t: int) -> None:
-        rows, config = self.rows, self.config
+        rows, config, policy = self.rows, self.config, self.policy
         u, u_switch = self.u[:, t], self.u_switch[:, t]
         view = StepView(self.stepper.logits, u, u_switch, config.sampling)
-        view.truncate_together(self.policy.drawn)
-        proposal = self.policy.propose(view, self.state)
+        view.truncate_together(policy.drawn)
+        proposal = policy.propose(view, self.state)
         token = proposal.primary
         if proposal.want is not None:
             switch = proposal.want & (self.n_switches < self.budget) & ~self.done
             token = torch.where(switch, proposal.intervener, token)
+            # The primary's independent draw, from the distribution of its coupled one (cached).
+            primary = view.truncated(policy.primary, policy.primary_config(view))
+            independent = inverse_cdf(primary, self.u_primary[:, t])
             self.effective[rows] += switch & (proposal.intervener != proposal.primary)
+            self.independent[rows] += switch & (proposal.intervener != independent)
             self.n_switches += switch
             self.switched[rows, t] = switch
+            self.primary[rows, t] = proposal.primary.to(torch.int32)
+        if self.delta is not None:
+            self.delta[rows, t] = delta_cosine(self.stepper.logits)
         token = torch.where(self.done, self.eos[0], token)
         self.tokens[rows, t] = token
         self.done |= torch.isin(token, self.eos) | (t + 1 >= self.limit)
@@ -459,6 +540,7 @@ class _Batch:
             self.stepper.select(keep)
             self.rows, self.done = self.rows[keep], self.done[keep]
             self.u, self.u_switch = self.u[keep], self.u_switch[keep]
+            self.u_primary = self.u_primary[keep]
             self.limit, self.budget = self.limit[keep], self.budget[keep]
             self.n_switches = self.n_switches[keep]
             self.state = self.policy.select_state(self.state, keep)
@@ -467,9 +549,12 @@ class _Batch:
     def _results(self) -> list[Decoded]:
         tokens = self.tokens.cpu().numpy()  # [B, T]
         switched = self.switched.cpu().numpy()  # [B, T]
+        primary = self.primary.cpu().numpy()  # [B, T]
+        counts = torch.stack([self.effective, self.independent], dim=1).tolist()  # [B, 2]
+        delta = self.delta.cpu().numpy() if self.delta is not None else None  # [B, T]
         out = []
-        for row, switches, n_effective, limit in zip(
-            tokens, switched, self.effective.tolist(), self.limit_all, strict=True
+        for i, (row, switches, (n_effective, n_independent), limit) in enumerate(
+            zip(tokens, switched, counts, self.limit_all, strict=True)
         ):
             ends = np.flatnonzero(np.isin(row[:limit], self.eos_ids))
             length = int(ends[0]) + 1 if ends.size else limit
@@ -481,9 +566,17 @@ class _Batch:
                     n_switches=int(positions.size),
                     n_effective=int(n_effective),
                     switch_positions=positions.tolist(),
+                    switch_primary_ids=primary[i, positions].tolist(),
+                    n_effective_independent=int(n_independent),
+                    delta_cosine=_nan_to_none(delta[i, :length]) if delta is not None else None,
                 )
             )
         return out
+
+
+def _nan_to_none(values: np.ndarray) -> list[float | None]:
+    """`values` as a list, NaN as None (null in the results)."""
+    return [None if math.isnan(value) else value for value in values.tolist()]
 
 
 class _HostCopy:

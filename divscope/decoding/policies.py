@@ -13,8 +13,10 @@ Forward(eps=0.05)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, fields, is_dataclass
+from fractions import Fraction
 from functools import cached_property
 from typing import Any, ClassVar
 
@@ -22,7 +24,7 @@ import torch
 from torch import Tensor
 
 from divscope.decoding.randomness import inverse_cdf
-from divscope.defaults import GATE_WINDOW, REPLACE_TEMPERATURE, REPLACE_TOP_P
+from divscope.defaults import GATE_WINDOW, RAST_LAM, REPLACE_TEMPERATURE, REPLACE_TOP_P
 from divscope.errors import DivscopeError
 from divscope.scoring.stats import (
     StatsConfig,
@@ -106,7 +108,8 @@ class Proposal:
     """What a policy proposes at one step (`[B]` tensors)."""
 
     primary: Tensor
-    """The token the primary model draws."""
+    """The token the primary model (`Policy.primary`) draws with the step's uniform from its
+    distribution (`Policy.primary_config`)."""
     intervener: Tensor | None = None
     """The token the intervening model would emit; None for single-model policies."""
     want: Tensor | None = None
@@ -123,6 +126,16 @@ class Policy:
     """Whether a switch budget applies (otherwise the policy runs with budget −1 only)."""
     drawn: ClassVar[tuple[str, ...]] = ("base", "rl")
     """The models drawn from at the sampling settings every step (truncated together)."""
+    primary: ClassVar[str] = "base"
+    """The primary model: the one whose draw (`Proposal.primary`) is emitted where the policy
+    does not switch."""
+
+    def primary_config(self, view: StepView) -> StatsConfig:
+        """The distribution the primary model samples from (its `Proposal.primary` is the
+        inverse-CDF draw of the step's uniform from it): by default the run's (`view.sampling`).
+        The decoder draws the primary independently from the same distribution to count
+        `n_effective_independent`."""
+        return view.sampling
 
     def params(self) -> dict[str, Any]:
         """The policy's parameters, as results columns."""
@@ -142,28 +155,55 @@ class Policy:
         raise NotImplementedError
 
 
-@dataclass(frozen=True)
-class Base(Policy):
+@dataclass(frozen=True, repr=False)
+class _Control(Policy):
+    """A single-model control: sample the `primary` model alone, at its own temperature and
+    top-p where given, else at the run's."""
+
+    drawn: ClassVar[tuple[str, ...]] = ()
+    temperature: float | None = None
+    """Sampling temperature; None: the run's (--temperature)."""
+    top_p: float | None = None
+    """Sampling top-p; None: the run's (--top-p)."""
+
+    def params(self) -> dict[str, Any]:
+        """The sampling this control sets (none: the run's, which the results then hold)."""
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    def primary_config(self, view: StepView) -> StatsConfig:
+        """The sampled distribution: the run's (`view.sampling`) with this control's own
+        temperature and top-p where given."""
+        run = view.sampling
+        return StatsConfig(
+            top_p=run.top_p if self.top_p is None else self.top_p,
+            temperature=run.temperature if self.temperature is None else self.temperature,
+            window=run.window,
+        )
+
+    def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
+        return Proposal(view.draw(self.primary, self.primary_config(view)))
+
+    def __repr__(self) -> str:
+        """`Base()` at the run's sampling, `Base(temperature=0.6, top_p=0.95)` at its own."""
+        given = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
+        return f"{type(self).__name__}({given})"
+
+
+@dataclass(frozen=True, repr=False)
+class Base(_Control):
     """Sample the base model alone (control)."""
 
     name: ClassVar[str] = "base"
     models: ClassVar[tuple[str, ...]] = ("base",)
-    drawn: ClassVar[tuple[str, ...]] = ("base",)
-
-    def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
-        return Proposal(view.draw("base"))
 
 
-@dataclass(frozen=True)
-class RL(Policy):
+@dataclass(frozen=True, repr=False)
+class RL(_Control):
     """Sample the RL model alone (control)."""
 
     name: ClassVar[str] = "rl"
     models: ClassVar[tuple[str, ...]] = ("rl",)
-    drawn: ClassVar[tuple[str, ...]] = ("rl",)
-
-    def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
-        return Proposal(view.draw("rl"))
+    primary: ClassVar[str] = "rl"
 
 
 @dataclass(frozen=True)
@@ -185,6 +225,7 @@ class Reverse(Policy):
 
     name: ClassVar[str] = "reverse"
     budgeted: ClassVar[bool] = True
+    primary: ClassVar[str] = "rl"
     eps: float
     """JS threshold (nats); a negative eps switches at every step."""
 
@@ -206,20 +247,75 @@ class RandomPositions(Policy):
 
 
 @dataclass(frozen=True)
-class RLReplace(Policy):
-    """Emit the RL argmax where the base and RL argmaxes differ, else sample the base model."""
+class Early(Policy):
+    """Primary base, intervener RL at every step: the RL model writes the first `budget`
+    tokens, then the base model (the early-only injection baseline). With `share` ρ, each
+    response's budget is ceil(ρ · n), n the length of the same (prompt, sample)'s base
+    response (`budget_for`), and the run's budgets do not apply."""
 
-    name: ClassVar[str] = "rl-replace"
+    name: ClassVar[str] = "early"
+    share: float | None = None
+    """ρ, the share of the base response's length that the RL model writes; None: the run's
+    budgets."""
+
+    @property
+    def budgeted(self) -> bool:  # type: ignore[override]
+        """Runs once per budget, unless `share` sets each response's budget."""
+        return self.share is None
+
+    def budget_for(self, n_base: int) -> int:
+        """ceil(share · n_base), with `share` read as the decimal it is written as, so that
+        a share of 0.1 of 30 tokens is 3 (not 4, as 0.1 · 30 is in floating point).
+
+        >>> Early(share=0.1).budget_for(30), Early(share=0.25).budget_for(9)
+        (3, 3)
+        """
+        if self.share is None:
+            raise DivscopeError("policy 'early' has no share; it runs with the run's budgets.")
+        return math.ceil(Fraction(repr(self.share)) * n_base)
+
+    def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
+        want = torch.ones_like(view.u, dtype=torch.bool)
+        return Proposal(view.draw("base"), view.draw("rl"), want)
+
+
+@dataclass(frozen=True)
+class _ArgmaxGate(Policy):
+    """Where the base and RL argmaxes differ, emit the `emits` model's argmax; else sample the
+    base model at this policy's own temperature and top-p (the run's are not used)."""
+
+    emits: ClassVar[str]
     drawn: ClassVar[tuple[str, ...]] = ()
     temperature: float = REPLACE_TEMPERATURE
     """Temperature of the base model's samples (the run's --temperature is not used)."""
     top_p: float = REPLACE_TOP_P
     """Top-p of the base model's samples (the run's --top-p is not used)."""
 
+    def primary_config(self, view: StepView) -> StatsConfig:
+        """The base model's sampled distribution: this policy's temperature and top-p."""
+        return StatsConfig(self.top_p, self.temperature, view.sampling.window)
+
     def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
-        config = StatsConfig(self.top_p, self.temperature, view.sampling.window)
-        top1_rl = view.top1("rl")
-        return Proposal(view.draw("base", config), top1_rl, view.top1("base") != top1_rl)
+        top1 = {model: view.top1(model) for model in ("base", "rl")}
+        want = top1["base"] != top1["rl"]
+        return Proposal(view.draw("base", self.primary_config(view)), top1[self.emits], want)
+
+
+@dataclass(frozen=True)
+class RLReplace(_ArgmaxGate):
+    """Emit the RL argmax where the base and RL argmaxes differ, else sample the base model."""
+
+    name: ClassVar[str] = "rl-replace"
+    emits: ClassVar[str] = "rl"
+
+
+@dataclass(frozen=True)
+class BaseGreedy(_ArgmaxGate):
+    """rl-replace's control: emit the BASE argmax where the base and RL argmaxes differ, else
+    sample the base model (the paper's base-greedy control)."""
+
+    name: ClassVar[str] = "base-greedy"
+    emits: ClassVar[str] = "base"
 
 
 @dataclass(frozen=True)
@@ -294,7 +390,7 @@ class Rast(Policy):
     name: ClassVar[str] = "rast"
     models: ClassVar[tuple[str, ...]] = ("base", "rast_base", "rast_rl")
     drawn: ClassVar[tuple[str, ...]] = ("base",)
-    lam: float = 1.0
+    lam: float = RAST_LAM
     """Weight of the small pair's logit difference."""
 
     def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
@@ -307,22 +403,27 @@ class Rast(Policy):
 
 POLICIES: dict[str, type[Policy]] = {
     cls.name: cls
-    for cls in (Base, RL, Forward, Reverse, RandomPositions, RLReplace, Gated, EntropyGated,
-                Mixture, Rast)
+    for cls in (Base, RL, Forward, Reverse, RandomPositions, Early, RLReplace, BaseGreedy,
+                Gated, EntropyGated, Mixture, Rast)
 }  # fmt: skip
 
 
 def build_policy(name: str, **params: Any) -> Policy:
-    """A policy from its name and CLI-style parameters (None = not given).
+    """A policy from its name and its parameters (None = not given: the policy's default).
 
     Args:
         name: one of `POLICIES`.
-        **params: `eps`, `rate`, `alpha`, `tau`, `lam`, `window`, `temperature`, `top_p`;
-            the ones a policy does not take are ignored.
+        **params: `eps`, `rate`, `alpha`, `share`, `tau`, `lam`, `window`, `temperature`,
+            `top_p`, each the value for this policy (`settings.parse_policies` maps the
+            per-policy flags, e.g. `--gate-tau`, to them); the ones a policy does not take are
+            ignored.
 
     Raises:
         DivscopeError: an unknown policy, or a required parameter missing or out of range,
             naming the flag to set.
+
+    >>> build_policy("gated", tau=2.0, lam=1.5)
+    Gated(tau=2.0, lam=1.5, window=16)
     """
     if name not in POLICIES:
         raise DivscopeError(f"unknown policy {name!r}; known policies: {', '.join(POLICIES)}.")
@@ -331,30 +432,54 @@ def build_policy(name: str, **params: Any) -> Policy:
     for f in fields(cls):
         value = params.get(f.name)
         if value is None and f.default is MISSING:
-            raise DivscopeError(f"policy {name!r} needs {_FLAGS[f.name]}.")
+            raise DivscopeError(f"policy {name!r} needs {flag(name, f.name)}{_HINTS[f.name]}.")
         if value is not None:
             kwargs[f.name] = value
     for key, value in kwargs.items():
         low, high = _RANGES.get(key, (None, None))
         if (low is not None and not value >= low) or (high is not None and not value <= high):
             bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
-            raise DivscopeError(f"policy {name!r}: {_FLAGS[key]} must be {bound}, got {value}.")
+            raise DivscopeError(f"policy {name!r}: {flag(name, key)} must be {bound}, got {value}.")
     return cls(**kwargs)
 
 
-_FLAGS: dict[str, str] = {
-    "eps": "--eps (the JS threshold in nats; negative: switch at every step)",
-    "rate": "--rate (the per-step switch probability)",
-    "alpha": "--alpha (the share of responses written by the RL model)",
-    "tau": "--tau, or --calibration from `divscope calibrate`",
-    "lam": "--lam, or --calibration from `divscope calibrate`",
-    "window": "--window",
-    "temperature": "--replace-temperature",
-    "top_p": "--replace-top-p",
+def flag(policy: str, param: str) -> str:
+    """The option of `divscope cross-sample` that sets `param` of `policy`.
+
+    >>> flag("entropy", "tau"), flag("rl-replace", "top_p")
+    ('--entropy-tau', '--replace-top-p')
+    """
+    return _FLAGS.get((policy, param)) or _FLAGS[(None, param)]
+
+
+_FLAGS: dict[tuple[str | None, str], str] = {
+    (None, "eps"): "--eps",
+    (None, "rate"): "--rate",
+    (None, "alpha"): "--alpha",
+    (None, "share"): "--early-share",
+    (None, "temperature"): "--replace-temperature",
+    (None, "top_p"): "--replace-top-p",
+    ("gated", "tau"): "--gate-tau",
+    ("gated", "lam"): "--gate-lam",
+    ("gated", "window"): "--gate-window",
+    ("entropy", "tau"): "--entropy-tau",
+    ("entropy", "lam"): "--entropy-lam",
+    ("entropy", "window"): "--entropy-window",
+    ("rast", "lam"): "--rast-lam",
 }
+"""(policy, parameter) -> its option; (None, parameter) where every policy shares it."""
+_HINTS: dict[str, str] = {
+    "eps": " (the JS threshold in nats; negative: switch at every step)",
+    "rate": " (the per-step switch probability)",
+    "alpha": " (the share of responses written by the RL model)",
+    "tau": ", or --calibration from `divscope calibrate`",
+    "lam": ", or --calibration from `divscope calibrate`",
+}
+"""What a required parameter's message adds after its option."""
 _RANGES: dict[str, tuple[float | None, float | None]] = {
     "rate": (0.0, 1.0),
     "alpha": (0.0, 1.0),
+    "share": (0.0, 1.0),
     "window": (1, None),
     "temperature": (1e-6, None),
     "top_p": (1e-6, 1.0),

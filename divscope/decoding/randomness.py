@@ -6,7 +6,8 @@ size, batch composition, the order of the work, or which model emits the token. 
 inverse CDF over the (prob desc, id asc) order of the truncated distribution, so one uniform
 picks "the same" token from whichever distribution the policy samples: a policy that never
 switches reproduces base sampling token for token, and one that always switches reproduces RL
-sampling.
+sampling. The coupling makes the primary's and the intervener's draws agree more often than
+independent draws would (`Stream.PRIMARY` gives the primary an independent one to count against).
 
 The hash (stable across versions; changing it changes every result):
     key  = mix(mix(mix(mix(seed) ^ blake2b64(prompt_id)) ^ sample) ^ stream)
@@ -39,6 +40,9 @@ class Stream(IntEnum):
     """The `random` policy's coin at each step."""
     RESPONSE = 2
     """The `mixture` policy's once-per-response choice (step 0 only)."""
+    PRIMARY = 3
+    """The primary model's independent draw at each step: what it would have sampled had its
+    draw not been coupled to the intervener's (`n_effective_independent`); it decides no token."""
 
 
 def _mix(z: np.ndarray) -> np.ndarray:

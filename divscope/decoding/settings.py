@@ -1,17 +1,27 @@
-"""The command line's policy and budget strings, parsed into decoder settings.
+"""The command line's policy, eps and budget strings, parsed into decoder settings.
 
 `--policy base,rl,forward` becomes `[Base(), RL(), Forward(eps=...)]` (each policy built by
-`build_policy` with the parameters it takes) and `--budgets 0,1,-1` the budgets tuple.
+`build_policy` with its own parameters), `--eps 0.01,0.05` the thresholds of the sweep and
+`--budgets 0,1,-1` the budgets tuple.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
+from typing import Any
 
 from divscope.decoding.calibration import Calibration
-from divscope.decoding.policies import Policy, build_policy
-from divscope.defaults import REPLACE_TEMPERATURE, REPLACE_TOP_P
+from divscope.decoding.policies import Policy, build_policy, flag
+from divscope.defaults import RAST_LAM, REPLACE_TEMPERATURE, REPLACE_TOP_P, TEMPERATURE, TOP_P
 from divscope.errors import DivscopeError
+from divscope.progress import note
+
+CONTROLS: tuple[str, ...] = ("base", "rl")
+"""The single-model controls, run at every sampling of the run's policies."""
+OWN_SAMPLING: tuple[str, ...] = ("rl-replace", "base-greedy")
+"""Policies that sample at their own temperature and top-p (`--replace-*`), and bring both
+controls at it."""
 
 
 def parse_budgets(text: str) -> tuple[int, ...]:
@@ -37,50 +47,162 @@ def parse_budgets(text: str) -> tuple[int, ...]:
     return budgets
 
 
+def parse_eps(text: str) -> tuple[float, ...]:
+    """Parse `--eps`: one JS threshold (nats) or several, comma-separated (the
+    threshold-sensitivity sweep: `forward` and `reverse` run once per threshold).
+
+    >>> parse_eps("0.05"), parse_eps("0.01, 0.05,-1")
+    ((0.05,), (0.01, 0.05, -1.0))
+
+    Raises:
+        DivscopeError: an empty list, a value that is not a number, or a value given twice.
+    """
+    try:
+        values = tuple(float(part.strip()) for part in text.split(","))
+    except ValueError as error:
+        raise DivscopeError(
+            f"--eps {text!r}: expected a number or comma-separated numbers such as "
+            "0.01,0.05,0.1 (nats; negative: switch at every step)."
+        ) from error
+    if len(set(values)) != len(values):
+        raise DivscopeError(f"--eps {text!r}: a threshold appears twice.")
+    return values
+
+
+def parse_names(text: str) -> list[str]:
+    """Policy names of a comma-separated list (`--policy`, `--forced-policies`).
+
+    >>> parse_names(" base, rl-replace,")
+    ['base', 'rl-replace']
+    """
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
 def parse_policies(
     text: str,
     *,
-    eps: float | None = None,
+    eps: float | Sequence[float] | None = None,
     rate: float | None = None,
     alpha: float | None = None,
-    tau: float | None = None,
-    lam: float | None = None,
-    window: int | None = None,
+    early_share: float | None = None,
+    gate_tau: float | None = None,
+    gate_lam: float | None = None,
+    gate_window: int | None = None,
+    entropy_tau: float | None = None,
+    entropy_lam: float | None = None,
+    entropy_window: int | None = None,
+    rast_lam: float = RAST_LAM,
     calibration: str | os.PathLike | None = None,
+    override_calibration: bool = False,
     replace_temperature: float = REPLACE_TEMPERATURE,
     replace_top_p: float = REPLACE_TOP_P,
+    temperature: float = TEMPERATURE,
+    top_p: float = TOP_P,
 ) -> list[Policy]:
-    """Parse `--policy`: comma-separated policy names, each built with the parameters it takes.
+    """Parse `--policy`: comma-separated policy names, each built with its own parameters.
 
-    `gated` and `entropy` take `tau`, `lam` and `window` from the `calibration` JSON (of
-    `divscope calibrate`) where not given; `rl-replace` samples the base model at
-    `replace_temperature` and `replace_top_p`.
+    - `forward` and `reverse` are built once per `eps` (a list: the threshold sweep).
+    - `gated` takes `gate_*`, `entropy` takes `entropy_*`: each from the `calibration` JSON (of
+      `divscope calibrate`) where not given. A given value that differs from the calibrated
+      one is refused unless `override_calibration`; then it is applied and a note says so.
+    - `rl-replace` and `base-greedy` sample the base model at `replace_temperature` and
+      `replace_top_p`; `rast` steers with `rast_lam`; `early` takes `early_share`.
+    - Controls: a listed `base` / `rl` runs at the run's sampling (`temperature`, `top_p`) and
+      again at every other sampling of the run's policies; `rl-replace` or `base-greedy`
+      brings both controls at its sampling, listed or not. A control at the run's sampling
+      is `Base()` / `RL()`, at another one it carries its temperature and top-p.
 
-    >>> parse_policies("base, forward", eps=0.05)
-    [Base(), Forward(eps=0.05)]
+    >>> parse_policies("base, forward", eps=(0.05, 0.1))
+    [Base(), Forward(eps=0.05), Forward(eps=0.1)]
+    >>> parse_policies("base,rl-replace")
+    [Base(), Base(temperature=0.6, top_p=0.95), RLReplace(temperature=0.6, top_p=0.95),
+     RL(temperature=0.6, top_p=0.95)]
 
     Raises:
-        DivscopeError: a policy named twice, an unknown policy, or a parameter that a policy
-            needs missing or out of range (see `build_policy`).
+        DivscopeError: a policy named twice, an unknown policy, a parameter that a policy
+            needs missing or out of range (see `build_policy`), or a flag that would replace a
+            calibrated value without `override_calibration` (naming both values).
     """
-    names = [name.strip() for name in text.split(",") if name.strip()]
+    names = parse_names(text)
     if len(set(names)) != len(names):
         raise DivscopeError(f"--policy {text!r}: a policy appears twice.")
-    calibrated: Calibration | None = None
-    policies = []
+    thresholds = (eps,) if eps is None or isinstance(eps, int | float) else tuple(eps)
+    given = {
+        "gated": {"tau": gate_tau, "lam": gate_lam, "window": gate_window},
+        "entropy": {"tau": entropy_tau, "lam": entropy_lam, "window": entropy_window},
+    }
+    calibrated = Calibration.from_json(calibration) if calibration is not None else None
+    shared: dict[str, Any] = {"rate": rate, "alpha": alpha, "share": early_share}
+    own = {"temperature": replace_temperature, "top_p": replace_top_p}
+    built: dict[str, list[Policy]] = {}
     for name in names:
-        params = {"eps": eps, "rate": rate, "alpha": alpha, "lam": lam}
-        if name in ("gated", "entropy"):
-            params |= {"tau": tau, "lam": lam, "window": window}
-            if calibration is not None:
-                calibrated = calibrated or Calibration.from_json(calibration)
-                gate = calibrated.gate(name)
-                params |= {
-                    "tau": tau if tau is not None else gate.tau,
-                    "lam": lam if lam is not None else gate.lam,
-                    "window": window if window is not None else calibrated.window,
-                }
-        if name == "rl-replace":
-            params |= {"temperature": replace_temperature, "top_p": replace_top_p}
-        policies.append(build_policy(name, **params))
+        if name in CONTROLS:
+            continue  # built below, once the samplings of the run are known
+        if name in ("forward", "reverse"):
+            built[name] = [build_policy(name, eps=e) for e in thresholds]
+            continue
+        params = dict(shared)
+        if name in given:
+            params |= _gate(name, given[name], calibrated, calibration, override_calibration)
+        if name in OWN_SAMPLING:
+            params |= own
+        if name == "rast":
+            params["lam"] = rast_lam
+        built[name] = [build_policy(name, **params)]
+    run = (temperature, top_p)
+    samplings = [run] + [_sampling(p, run) for ps in built.values() for p in ps]
+    for name in names:
+        if name in CONTROLS:
+            built[name] = [_control(name, sampling, run) for sampling in dict.fromkeys(samplings)]
+    policies = [p for name in names for p in built[name]]
+    if any(name in built for name in OWN_SAMPLING):
+        own_controls = [_control(c, (replace_temperature, replace_top_p), run) for c in CONTROLS]
+        policies += [p for p in own_controls if p not in policies]
+    repeated = [p for i, p in enumerate(policies) if p in policies[:i]]
+    if repeated:
+        raise DivscopeError(f"--policy {text!r}: {repeated[0]!r} appears twice.")
     return policies
+
+
+def _gate(
+    name: str,
+    given: dict[str, Any],
+    calibrated: Calibration | None,
+    source: str | os.PathLike | None,
+    override: bool,
+) -> dict[str, Any]:
+    """`tau`, `lam` and `window` of the gated policy `name`: each given value, else the
+    calibrated one; a given value that differs from a calibrated one needs `override`."""
+    if calibrated is None:
+        return dict(given)
+    gate = calibrated.gate(name)
+    values = {"tau": gate.tau, "lam": gate.lam, "window": calibrated.window}
+    for key, value in given.items():
+        if value is None or value == values[key]:
+            continue
+        option = flag(name, key)
+        replaced = (
+            f"{option} {value!r} replaces the value {values[key]!r} that --calibration "
+            f"{source} calibrated for {name!r}"
+        )
+        if not override:
+            raise DivscopeError(
+                f"{replaced}: leave {option} out to use the calibrated value, or pass "
+                "--override-calibration to apply it."
+            )
+        note(f"{replaced} (--override-calibration).")
+        values[key] = value
+    return values
+
+
+def _sampling(policy: Policy, run: tuple[float, float]) -> tuple[float, float]:
+    """(temperature, top-p) that `policy` samples at; `run` where it has none of its own."""
+    params = policy.params()
+    return params.get("temperature", run[0]), params.get("top_p", run[1])
+
+
+def _control(name: str, sampling: tuple[float, float], run: tuple[float, float]) -> Policy:
+    """The control `name` at `sampling`: no parameters when it is the run's own."""
+    if sampling == run:
+        return build_policy(name)
+    return build_policy(name, temperature=sampling[0], top_p=sampling[1])

@@ -10,7 +10,12 @@ every figure and writes them all (the `divscope plot` command).
 >>> percentile_curve(scan_token_table("tokens.parquet")).savefig("p.pdf")  # doctest: +SKIP
 """
 
-from divscope.figures.cross_sampling import cross_sampling_curves, takeover_knee
+from divscope.figures.cross_sampling import (
+    cross_sampling_curves,
+    takeover_knee,
+    threshold_sensitivity,
+    token_pairs,
+)
 from divscope.figures.distribution import (
     compare_sparsity,
     divergence_histogram,
@@ -20,8 +25,17 @@ from divscope.figures.distribution import (
 )
 from divscope.figures.evolution import evolution
 from divscope.figures.failure import failure_roc
-from divscope.figures.position import early_density, positional_profile, token_trajectory
+from divscope.figures.position import (
+    compare_positional_profile,
+    early_density,
+    positional_profile,
+    token_trajectory,
+)
 from divscope.figures.shift import (
+    compare_entropy,
+    compare_rank_reordering,
+    compare_tail_promotion,
+    compare_topk_overlap,
     entropy_by_divergence,
     rank_reordering,
     tail_promotion,
@@ -30,7 +44,12 @@ from divscope.figures.shift import (
 from divscope.figures.tokens import wordclouds
 
 __all__ = [
+    "compare_entropy",
+    "compare_positional_profile",
+    "compare_rank_reordering",
     "compare_sparsity",
+    "compare_tail_promotion",
+    "compare_topk_overlap",
     "cross_sampling_curves",
     "divergence_histogram",
     "early_density",
@@ -43,6 +62,8 @@ __all__ = [
     "rank_reordering",
     "tail_promotion",
     "takeover_knee",
+    "threshold_sensitivity",
+    "token_pairs",
     "token_profile",
     "token_trajectory",
     "topk_overlap",

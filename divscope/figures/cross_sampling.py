@@ -1,4 +1,5 @@
-"""Which divergent tokens carry the gain: cross-sampling and takeover curves (Figs. 7, 8)."""
+"""Which divergent tokens carry the gain: cross-sampling and takeover curves (Figs. 7, 8), the
+threshold sweep and the switched token pairs (Fig. 52)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ import polars as pl
 from matplotlib.axes import Axes
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from divscope import analyses
 from divscope.analyses._frames import Frame
+from divscope.analyses.controls import SAMPLING_COLUMNS, format_value
+from divscope.analyses.cross_sampling import REFERENCE, sampling_label
 from divscope.errors import DivscopeError
 from divscope.figures.style import (
     BASE_COLOR,
@@ -60,20 +64,85 @@ def _shade(color: str, index: int, count: int) -> tuple[float, float, float]:
     return tuple(c + (1 - c) * towards_white for c in to_rgb(color))
 
 
-def _reference_lines(axes: Axes, curve: pl.DataFrame, policy: str, name: str, color: str) -> None:
-    """A control's accuracy as a horizontal line over its confidence band."""
-    rows = curve.filter(pl.col("policy") == policy)
-    if rows.is_empty():
-        return
-    row = rows.row(0, named=True)
-    axes.axhspan(row["accuracy_low"], row["accuracy_high"], color=color, alpha=0.1, linewidth=0)
-    axes.axhline(
-        row["accuracy"],
-        color=color,
-        linestyle="--",
-        linewidth=1.0,
-        label=f"{name} ({row['accuracy']:.0%})",
+PAIR_POLICIES = ("forward", "gated", "rl-replace", "reverse")
+"""The policy `token_pairs` draws by default: the first of these with switches."""
+SAMPLING_STYLES = ("--", ":", "-.")
+"""Line styles of the controls' reference lines, one per sampling drawn in a panel."""
+
+
+def _measure(recovery_at: int | None) -> tuple[str, str]:
+    """The curve column drawn and its axis label: accuracy (mean@n) or pass@k."""
+    if recovery_at is None:
+        return "accuracy", "accuracy (mean@n, %)"
+    return "pass_at_k", f"pass@{recovery_at} (%)"
+
+
+def _reference_policy(reference: analyses.Reference, rl_policy: str) -> tuple[str, str]:
+    """The curve `policy` of the recovery's upper bound, and its name in legends."""
+    if reference is None:
+        return rl_policy, "RL model"
+    if isinstance(reference, str):
+        return reference, reference
+    return REFERENCE, "reference model"
+
+
+def _same_values(row: dict, columns: Sequence[str]) -> pl.Expr:
+    """True on the rows whose `columns` equal `row`'s (null equal to null)."""
+    return (
+        pl.all_horizontal(pl.col(c).eq_missing(row[c]) for c in columns)
+        if columns
+        else pl.lit(True)
     )
+
+
+def _control_lines(
+    axes: Axes,
+    curve: pl.DataFrame,
+    drawn: pl.DataFrame,
+    controls: Sequence[tuple[str, str, str]],
+    measure: str,
+) -> None:
+    """The matched controls of the drawn rows: per sampling among them, each control's score as
+    a horizontal line over its band, named with the sampling when there are several.
+
+    Args:
+        axes: the panel.
+        curve: the whole curve (its control rows).
+        drawn: the rows drawn in the panel.
+        controls: (curve policy, legend name, colour) of each control.
+        measure: the column drawn.
+    """
+    sampling = [c for c in SAMPLING_COLUMNS if c in curve.columns]
+    samplings = (
+        drawn.select(sampling).unique(maintain_order=True).rows(named=True) if sampling else [{}]
+    )
+    for index, at in enumerate(samplings):
+        suffix = f", {sampling_label(at)}" if len(samplings) > 1 else ""
+        for policy, name, color in controls:
+            same = pl.col("policy") == policy
+            if policy != REFERENCE:
+                same = same & _same_values(at, sampling)
+            rows = curve.filter(same)
+            if rows.height != 1 or (policy == REFERENCE and index > 0):
+                continue
+            row = rows.row(0, named=True)
+            if row[measure] is None:
+                continue
+            if row[f"{measure}_low"] is not None:
+                axes.axhspan(
+                    row[f"{measure}_low"],
+                    row[f"{measure}_high"],
+                    color=color,
+                    alpha=0.1,
+                    linewidth=0,
+                )
+            axes.axhline(
+                row[measure],
+                color=color,
+                linestyle=SAMPLING_STYLES[index % len(SAMPLING_STYLES)],
+                linewidth=1.0,
+                label=f"{name} ({row[measure]:.0%}{suffix})",
+            )
 
 
 @figure_function
@@ -82,24 +151,31 @@ def cross_sampling_curves(
     ax: Sequence[Axes] | None = None,
     *,
     groups: Sequence[tuple[str, Sequence[str]]] = DEFAULT_GROUPS,
+    reference: analyses.Reference = None,
+    recovery_at: int | None = None,
     base_policy: str = "base",
     rl_policy: str = "rl",
     n_boot: int = 1000,
     seed: int = 0,
 ) -> Figure:
-    """Accuracy against the intervention budget, forward and reverse side by side (Figs. 7, 8).
+    """Accuracy (or pass@k) against the intervention budget, forward and reverse (Figs. 7, 8).
 
     Each policy is a line with its problem-level bootstrap band; a policy run at several
     settings (e.g. two `eps`) gets one line per setting, in lighter shades of its colour,
-    labelled with the setting columns that vary, e.g. "forward (eps 0.05)". The base and RL
-    controls are dashed lines over their bands (all their settings pooled); the
-    random-position baseline is grey. Budgets are evenly spaced, with "∞" for an unlimited
-    budget. Panels without any of their policies are left out.
+    labelled with the setting columns that vary, e.g. "forward (eps 0.05)". The controls
+    matched to the drawn settings (the base model and the reference, by default the RL
+    model; `analyses.cross_sampling_curve`) are dashed lines over their bands, one per
+    sampling of the drawn settings; the random-position baseline is grey. Budgets are evenly
+    spaced, with "∞" for an unlimited budget. Panels without any of their policies are left
+    out.
 
     Args:
         results: cross-sample results (docs/contracts.md, "Cross-sample results") with the controls.
         ax: one axes per drawn panel (default: a new figure).
         groups: (title, policies) per panel.
+        reference: the upper bound (as `analyses.cross_sampling_curve`): None for the RL
+            control, a policy label, or a third model's graded responses.
+        recovery_at: None to draw accuracy (mean@n), or the k of pass@k.
         base_policy: the base-model control.
         rl_policy: the RL-model control.
         n_boot: bootstrap resamples of prompts.
@@ -108,9 +184,15 @@ def cross_sampling_curves(
     Raises:
         DivscopeError: none of the groups' policies is in the results.
     """
-    pooled = analyses.pooled_controls(results, (base_policy, rl_policy))
+    measure, y_label = _measure(recovery_at)
     curve = analyses.cross_sampling_curve(
-        pooled, base_policy=base_policy, rl_policy=rl_policy, n_boot=n_boot, seed=seed
+        results,
+        reference=reference,
+        recovery_at=recovery_at,
+        base_policy=base_policy,
+        rl_policy=rl_policy,
+        n_boot=n_boot,
+        seed=seed,
     )
     curve = curve.with_columns(analyses.setting_labels(curve, separator=" "))
     settings = [c for c in SETTING_COLUMNS if c in curve.columns]
@@ -123,14 +205,15 @@ def cross_sampling_curves(
             f"cross_sampling_curves: none of the policies {', '.join(wanted)} is in the results "
             f"(present: {', '.join(sorted(present))})."
         )
+    top, top_name = _reference_policy(reference, rl_policy)
+    controls = [(base_policy, "base model", BASE_COLOR), (top, top_name, RL_COLOR)]
     width = DOUBLE_COLUMN if len(drawn) > 1 else SINGLE_COLUMN
     figure, axes = panels(ax, len(drawn), width=width, height=2.6, sharey=True)
     for letter, panel, (title, policies) in zip("abcdef", axes, drawn, strict=False):
         cells = curve.filter(pl.col("policy").is_in(policies))
         budgets = sorted(set(cells["budget"]), key=lambda b: (b == UNLIMITED, b))
         where = {b: i for i, b in enumerate(budgets)}
-        _reference_lines(panel, curve, base_policy, "base model", BASE_COLOR)
-        _reference_lines(panel, curve, rl_policy, "RL model", RL_COLOR)
+        _control_lines(panel, curve, cells, controls, measure)
         for policy in policies:
             lines = cells.filter(pl.col("policy") == policy).partition_by(
                 settings or "policy", maintain_order=True
@@ -140,11 +223,11 @@ def cross_sampling_curves(
                 x = [where[b] for b in rows["budget"]]
                 color = _shade(POLICY_COLORS.get(policy, BLACK), index, len(lines))
                 setting = rows["setting"][0]
-                low, high = rows["accuracy_low"], rows["accuracy_high"]
+                low, high = rows[f"{measure}_low"], rows[f"{measure}_high"]
                 panel.fill_between(x, low, high, color=color, alpha=0.2, linewidth=0)
                 panel.plot(
                     x,
-                    rows["accuracy"],
+                    rows[measure],
                     marker=SETTING_MARKERS[index % len(SETTING_MARKERS)],
                     color=color,
                     linestyle=":" if policy == "random" else "-",
@@ -155,7 +238,7 @@ def cross_sampling_curves(
         panel_title(panel, letter, title)
         panel.grid(True, axis="y")
         percent_axis(panel.yaxis, decimals=0)
-    axes[0].set_ylabel("accuracy (mean@n, %)")
+    axes[0].set_ylabel(y_label)
     handles = {}
     for panel in axes:
         for handle, label in zip(*panel.get_legend_handles_labels(), strict=True):
@@ -164,7 +247,7 @@ def cross_sampling_curves(
         handles.values(),
         handles.keys(),
         loc="outside lower center",
-        ncols=min(len(handles), 5),
+        ncols=min(len(handles), 4),
         title=BANDS,
     )
     return figure
@@ -176,70 +259,217 @@ def takeover_knee(
     ax: Axes | None = None,
     *,
     policy: str = "gated",
+    reference: analyses.Reference = None,
+    recovery_at: int | None = None,
     base_policy: str = "base",
     rl_policy: str = "rl",
     n_boot: int = 1000,
     seed: int = 0,
 ) -> Figure:
-    """Accuracy against the share of taken-over tokens, the knee marked (the takeover paper).
+    """Pass@k (or accuracy) against ρ̄, the mean takeover rate, the knee marked (the takeover
+    paper).
 
-    Each point is one setting of the takeover policy (its budget or threshold); the star marks
-    the Kneedle knee, past which taking over more tokens adds little accuracy.
+    Each point is one setting of the takeover policy (its budget or threshold) at ρ̄, the mean
+    over its responses of n_switches / n_tokens; the star marks the Kneedle knee, past which
+    taking over more tokens adds little. The matched base control and the reference are
+    dashed lines.
 
     Args:
         results: cross-sample results with the takeover policy and the controls.
         ax: axes to draw into (default: a new single-column figure).
         policy: the takeover policy.
+        reference: the upper bound (as `analyses.cross_sampling_curve`).
+        recovery_at: None to draw accuracy (mean@n), or the k of pass@k (the paper's Pass@8).
         base_policy: the base-model control.
         rl_policy: the RL-model control.
         n_boot: bootstrap resamples of prompts.
         seed: seed of the bootstrap.
     """
     knee = analyses.takeover_knee(
-        results, policy, base_policy=base_policy, rl_policy=rl_policy, n_boot=n_boot, seed=seed
+        results,
+        policy,
+        reference=reference,
+        recovery_at=recovery_at,
+        base_policy=base_policy,
+        rl_policy=rl_policy,
+        n_boot=n_boot,
+        seed=seed,
     )
+    measure, y_label = _measure(recovery_at)
     curve = knee.curve
     figure, (axes,) = panels(ax, height=2.9)
-    for accuracy, name, color in (
-        (knee.base_accuracy, "base model", BASE_COLOR),
-        (knee.rl_accuracy, "RL model", RL_COLOR),
+    _, top_name = _reference_policy(reference, rl_policy)
+    for value, name, color in (
+        (knee.base_value, "base model", BASE_COLOR),
+        (knee.reference_value, top_name, RL_COLOR),
     ):
-        if accuracy is not None:
+        if value is not None:
             axes.axhline(
-                accuracy,
-                color=color,
-                linestyle="--",
-                linewidth=1.0,
-                label=f"{name} ({accuracy:.0%})",
+                value, color=color, linestyle="--", linewidth=1.0, label=f"{name} ({value:.0%})"
             )
-    share = curve["switch_share"].to_numpy()
+    rho = curve["rho_mean"].to_numpy()
     color = POLICY_COLORS.get(policy, BLACK)
     axes.fill_between(
-        share, curve["accuracy_low"], curve["accuracy_high"], color=color, alpha=0.2, linewidth=0
+        rho, curve[f"{measure}_low"], curve[f"{measure}_high"], color=color, alpha=0.2, linewidth=0
     )
-    axes.plot(share, curve["accuracy"], marker="o", color=color, label=f"{policy} takeover")
+    axes.plot(rho, curve[measure], marker="o", color=color, label=f"{policy} takeover")
     if knee.knee_index is not None:
         point = curve.row(knee.knee_index, named=True)
         axes.plot(
-            point["switch_share"],
-            point["accuracy"],
+            point["rho_mean"],
+            point[measure],
             marker="*",
             markersize=11,
             color=BLACK,
             linestyle="none",
-            label=f"knee: {point['switch_share']:.2%} of tokens",
+            label=f"knee: ρ̄ = {point['rho_mean']:.2%}",
         )
-    shown = [*curve["accuracy_low"].drop_nulls(), *curve["accuracy_high"].drop_nulls()]
-    shown += [a for a in (knee.base_accuracy, knee.rl_accuracy) if a is not None]
+    shown = [*curve[f"{measure}_low"].drop_nulls(), *curve[f"{measure}_high"].drop_nulls()]
+    shown += [v for v in (knee.base_value, knee.reference_value) if v is not None]
     pad = 0.06 * ((max(shown) - min(shown)) or 1.0)
     axes.set_ylim(min(shown) - pad, max(shown) + pad)
-    positive = share[share > 0]
+    positive = rho[rho > 0]
     if positive.size >= 2 and positive.max() / positive.min() > 20:
         axes.set_xscale("log")
     percent_axis(axes.xaxis)
     percent_axis(axes.yaxis, decimals=0)
-    axes.set_xlabel("taken-over tokens (% of generated tokens)")
-    axes.set_ylabel("accuracy (mean@n, %)")
+    axes.set_xlabel("mean takeover rate ρ̄ (% of a response's tokens)")
+    axes.set_ylabel(y_label)
     axes.grid(True)
     legend_below(axes, own_figure=ax is None, ncols=2, title=BANDS)
+    return figure
+
+
+@figure_function
+def threshold_sensitivity(results: Frame, ax: Sequence[Axes] | None = None) -> Figure:
+    """The core paper's threshold sweep: effective/total switches and accuracy against ε.
+
+    Panel (a) draws, per setting other than ε (policy, budget, ...), the share of switches that
+    change the token: solid under the coupled draw (`n_effective`, the primary's draw from the
+    step's shared uniform), dashed under an independent draw (`n_effective_independent`).
+    Panel (b) draws accuracy (mean@n). A log ε axis when the thresholds span more than a
+    decade.
+
+    Args:
+        results: cross-sample results with settings at several `eps`
+            (`divscope cross-sample --eps 0.01,0.05,0.1`).
+        ax: two axes (default: a new double-column figure).
+
+    Raises:
+        DivscopeError: no setting has an `eps`.
+    """
+    table = analyses.threshold_sensitivity(results)
+    if table.is_empty():
+        raise DivscopeError(
+            "threshold_sensitivity: no setting has an eps; run divscope cross-sample with "
+            "--policy forward and several --eps (e.g. --eps 0.01,0.05,0.1)."
+        )
+    figure, (ratios, accuracy) = panels(ax, 2, width=DOUBLE_COLUMN, height=2.5)
+    others = [
+        c for c in ("policy", "budget", *SETTING_COLUMNS) if c in table.columns and c != "eps"
+    ]
+    lines = table.partition_by(others, maintain_order=True)
+    per_policy: dict[str, int] = {}
+    for line in lines:
+        rows = line.sort("eps")
+        first = rows.row(0, named=True)
+        policy = first["policy"]
+        index = per_policy[policy] = per_policy.get(policy, -1) + 1
+        count = sum(1 for other in lines if other["policy"][0] == policy)
+        color = _shade(POLICY_COLORS.get(policy, BLACK), index, count)
+        label = policy if first["budget"] == UNLIMITED else f"{policy} (budget {first['budget']})"
+        eps = rows["eps"].to_numpy()
+        ratios.plot(eps, rows["effective_ratio"], marker="o", color=color, label=label)
+        if rows["effective_independent_ratio"].null_count() < rows.height:
+            ratios.plot(
+                eps,
+                rows["effective_independent_ratio"],
+                marker="s",
+                color=color,
+                linestyle="--",
+                label=f"_{label}, independent",
+            )
+        accuracy.plot(eps, rows["accuracy"], marker="o", color=color)
+    thresholds = table["eps"].to_numpy()
+    for letter, panel, title in (
+        ("a", ratios, "effective switches / all switches"),
+        ("b", accuracy, "accuracy"),
+    ):
+        if (thresholds > 0).all() and thresholds.max() / thresholds.min() > 10:
+            panel.set_xscale("log")
+        panel.set_xlabel("switch threshold ε (JS)")
+        panel_title(panel, letter, title)
+        panel.grid(True)
+        percent_axis(panel.yaxis, decimals=0)
+    ratios.set_ylabel("effective / total switches (%)")
+    accuracy.set_ylabel("accuracy (mean@n, %)")
+    draws = [
+        Line2D([], [], color=BLACK, marker="o", label="coupled draw"),
+        Line2D([], [], color=BLACK, marker="s", linestyle="--", label="independent draw"),
+    ]
+    handles = [*ratios.get_legend_handles_labels()[0], *draws]
+    if ax is None:
+        figure.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4))
+    else:
+        ratios.legend(handles=handles, loc="best")
+    return figure
+
+
+@figure_function
+def token_pairs(
+    results: Frame,
+    ax: Axes | None = None,
+    *,
+    policy: str | None = None,
+    top: int = 12,
+    effective_only: bool = True,
+) -> Figure:
+    """The most frequent (primary token → intervener's token) swaps at switches (Fig. 52).
+
+    One setting is drawn: of `policy` (default the first of forward, gated, rl-replace,
+    reverse with switches), the setting with the most counted switches; its name is in the
+    title. Bars are the share of the setting's counted switches.
+
+    Args:
+        results: cross-sample results with the switch columns (`switch_primary_tokens`,
+            `switch_tokens`, ...).
+        ax: axes to draw into (default: a new single-column figure).
+        policy: the policy drawn.
+        top: pairs drawn.
+        effective_only: count only switches that change the token (`analyses.switch_pairs`).
+
+    Raises:
+        DivscopeError: no switch of the policy (or of any policy).
+    """
+    pairs = analyses.switch_pairs(results, policy=policy, top=top, effective_only=effective_only)
+    if pairs.is_empty():
+        raise DivscopeError(
+            f"token_pairs: no {'effective ' if effective_only else ''}switch"
+            f"{f' of policy {policy!r}' if policy else ''} in the cross-sample results."
+        )
+    present = list(dict.fromkeys(pairs["policy"]))
+    chosen = policy or next((p for p in PAIR_POLICIES if p in present), present[0])
+    keys = [c for c in ("policy", "budget", *SETTING_COLUMNS) if c in pairs.columns]
+    busiest = (
+        pairs.filter(pl.col("policy") == chosen)
+        .sort("n_switches", descending=True)
+        .row(0, named=True)
+    )
+    rows = pairs.filter(_same_values(busiest, keys))
+    figure, (axes,) = panels(ax, height=0.6 + 0.17 * rows.height)
+    labels = [f"{a!r} → {b!r}" for a, b in zip(rows["primary_token"], rows["token"], strict=True)]
+    y = np.arange(rows.height)[::-1]
+    axes.barh(y, rows["pair_share"], color=POLICY_COLORS.get(chosen, BLACK), height=0.7)
+    axes.set_yticks(y, labels, fontfamily="monospace", fontsize=6.5)
+    setting = ", ".join(
+        f"{c} {_budget_label(busiest[c]) if c == 'budget' else format_value(busiest[c])}"
+        for c in keys[1:]
+        if busiest[c] is not None and c not in SAMPLING_COLUMNS
+    )
+    kind = "effective switches" if effective_only else "switches"
+    axes.set_title(f"{chosen} ({setting})", loc="left")
+    axes.set_xlabel(f"share of its {busiest['n_switches']:,} {kind} (%)")
+    axes.set_ylabel("primary → intervener")
+    percent_axis(axes.xaxis, decimals=0)
+    axes.grid(True, axis="x")
     return figure

@@ -19,6 +19,7 @@ from divscope.figures.style import (
     LINESTYLES,
     RL_COLOR,
     SQUARE_HEIGHT,
+    compared,
     corner_note,
     count,
     figure_function,
@@ -122,22 +123,23 @@ def compare_sparsity(
         tables: label -> token table, in drawing order.
         ax: two axes to draw into (default: a new full-width figure).
         metric: the divergence column.
-        thresholds: cut-offs of panel (b); a token counts when strictly below.
+        thresholds: cut-offs of panel (b); a token counts when strictly below (on the JS
+            scale in the paper).
+
+    Raises:
+        DivscopeError: fewer than two tables.
     """
-    if len(tables) < 2:
-        raise DivscopeError("compare_sparsity: needs at least two labelled tables.")
+    styles = [style for _, _, style in compared(tables, "compare_sparsity")]
     result = analyses.compare(tables, metric, thresholds=thresholds, percentiles=CURVE_PERCENTILES)
     figure, (curves, bars) = panels(ax, 2, width=DOUBLE_COLUMN)
     width = 0.8 / result.height
-    for i, row in enumerate(result.iter_rows(named=True)):
-        color = CYCLE[(i + 1) % len(CYCLE)]
+    for i, (row, style) in enumerate(zip(result.iter_rows(named=True), styles, strict=True)):
         percentiles = {q: row[f"p{q:g}"] for q in CURVE_PERCENTILES}
         label = f"{row['label']} ({count(row['n_tokens'])} tokens)"
-        linestyle = LINESTYLES[i % len(LINESTYLES)]
-        _draw_percentile_curve(curves, percentiles, color=color, linestyle=linestyle, label=label)
+        _draw_percentile_curve(curves, percentiles, label=label, **style)
         shares = [row[f"share_below_{t:g}"] for t in thresholds]
         positions = np.arange(len(thresholds)) + (i - (result.height - 1) / 2) * width
-        bars.bar(positions, shares, width=width, color=color)
+        bars.bar(positions, shares, width=width, color=style["color"])
     zero_log_yaxis(curves)
     curves.set_xlim(0, 100)
     curves.set_xlabel("percentile of tokens (%)")

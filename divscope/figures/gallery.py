@@ -1,28 +1,44 @@
 """Every figure divscope can draw, and writing all that given inputs allow to a directory.
 
-`FIGURES` names each figure, what it needs and its caption; `write_figures` draws them from
-in-memory inputs (`divscope.plot`, in `figures.plot`, from files). The output directory is
-written under a temporary name and renamed into place when complete, `index.md` last, so an
-interrupted run never leaves a directory that looks finished.
+`FIGURES` names each figure, what it needs, the paper it is from and its caption; `write_figures`
+draws them from in-memory inputs (`divscope.plot`, in `figures.plot`, from files). The output
+directory is written under a temporary name and renamed into place when complete, `index.md`
+last, so an interrupted run never leaves a directory that looks finished.
+
+Each figure belongs to the section of its paper, as in `divscope analyze`, and is drawn on that
+section's metric: the core paper's (*Sparse but Critical*) on `js` by default, the takeover
+paper's (Lorenz/Gini, the early density of the top 1%, failure ROC, the takeover knee) on
+`ce_base_rl`. The core figures' thresholds are JS values in nats: on another core metric those
+figures are skipped with the reason, unless `rescale_thresholds` carries each threshold to the
+metric at the same quantile of the token table (`analyses.matched_thresholds`).
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from matplotlib.figure import Figure
 
-from divscope import figures
+from divscope import analyses, figures
 from divscope.analyses._frames import Frame
+from divscope.analyses.summary import CORE_PAPER, JS_METRICS, TAKEOVER_PAPER
+from divscope.defaults import CORE_METRIC, TAKEOVER_METRIC
 from divscope.errors import DivscopeError
 from divscope.figures.style import metric_symbol
 
 Need = Literal["tokens", "compare", "evolution", "cross_sample"]
+Section = Literal["core", "takeover"]
+SECTIONS: dict[Section, str] = {
+    "core": f"Core paper: {CORE_PAPER}",
+    "takeover": f"Takeover paper: {TAKEOVER_PAPER}",
+}
+"""Each section's heading in `index.md`, in the order it lists them."""
 FORMATS: tuple[str, ...] = ("png", "pdf", "svg")
 PNG_DPI = 200
 SAMPLE_NOTE = "fitted on at most {n:,} tokens per group, drawn at random with seed {seed}"
@@ -42,8 +58,18 @@ class PlotInputs:
     """Training step -> token table of that RL checkpoint."""
     cross_sample: Frame | None = None
     """Cross-sample results (docs/contracts.md, "Cross-sample results")."""
-    metric: str = "js"
-    """The divergence column every figure uses."""
+    core_metric: str = CORE_METRIC
+    """The divergence column of the core paper's figures."""
+    takeover_metric: str = TAKEOVER_METRIC
+    """The divergence column of the takeover paper's figures."""
+    rescale_thresholds: bool = False
+    """On a core metric other than `js`/`js_full`, carry the core figures' JS thresholds to it
+    at the same quantile of `tokens` instead of skipping those figures."""
+    recovery_at: int | None = None
+    """Recovery of the cross-sample figures on pass@k at this k; None: on mean@n."""
+    reference: Frame | str | None = None
+    """The upper bound of recovery: graded responses of a third model, a policy label of
+    `cross_sample`, or None for the matched `rl` control."""
     seed: int = 0
     """Seed of every sample and bootstrap."""
     n_boot: int = 1000
@@ -52,6 +78,28 @@ class PlotInputs:
     """Tokens per group that the entropy KDEs are fitted on (a seeded sample beyond)."""
     max_points: int = 5_000
     """Points drawn in the scatter of `tail_promotion` (a seeded sample beyond)."""
+    _carried: dict[tuple[float, str], analyses.MatchedThreshold] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def metric_of(self, section: Section) -> str:
+        """The divergence column of `section`'s figures."""
+        return self.core_metric if section == "core" else self.takeover_metric
+
+    @property
+    def tables(self) -> dict[str, Frame]:
+        """`tokens` under `label`, then the `compare` tables: what a comparison figure draws."""
+        return {self.label: self.tokens, **self.compare}
+
+    def carried(self, thresholds: Iterable[float], metric: str) -> list[analyses.MatchedThreshold]:
+        """Each JS threshold carried to `metric` at the same quantile of `tokens`
+        (`analyses.matched_thresholds`), computed once per threshold and metric."""
+        thresholds = [float(t) for t in thresholds]
+        missing = [t for t in thresholds if (t, metric) not in self._carried]
+        if missing:
+            for match in analyses.matched_thresholds(self.tokens, metric, missing):
+                self._carried[match.threshold, metric] = match
+        return [self._carried[t, metric] for t in thresholds]
 
 
 @dataclass(frozen=True)
@@ -62,124 +110,233 @@ class FigureSpec:
     """File stem and `--figure` name."""
     needs: Need
     """The input the figure cannot be drawn without."""
+    section: Section
+    """The paper the figure is from: it is drawn on that section's metric and listed under
+    that paper's heading of `index.md`."""
     caption: str
-    """What the figure shows, for `index.md`; `{metric}`, `{n}`, `{points}` and `{seed}` are
-    filled in from the inputs."""
+    """What the figure shows, for `index.md`; `{metric}` (the section's), `{n}`, `{points}` and
+    `{seed}` are filled in from the inputs."""
     draw: Callable[[PlotInputs], Figure]
     """Draws the figure from the inputs."""
+    js_thresholds: tuple[float, ...] = ()
+    """The core paper's JS thresholds the figure applies: on a metric other than `js`/`js_full`
+    they are refused, or carried to it with `PlotInputs.rescale_thresholds`."""
+
+    def __post_init__(self) -> None:
+        if self.section not in SECTIONS:
+            raise ValueError(f"FigureSpec {self.name}: section must be one of {list(SECTIONS)}.")
 
 
-def _tokens(draw: Callable[..., Figure]) -> Callable[[PlotInputs], Figure]:
-    return lambda inputs: draw(inputs.tokens, metric=inputs.metric)
+def _table_figure(
+    name: str,
+    needs: Need,
+    section: Section,
+    caption: str,
+    function: Callable[..., Figure],
+    *,
+    js: Sequence[str] = (),
+    **options: str,
+) -> FigureSpec:
+    """The spec of a figure of token tables: `function(data, metric=..., **thresholds, **options)`.
+
+    `data` is what `needs` names (the token table, `PlotInputs.tables` or the checkpoints),
+    `metric` the section's; `js` names `function`'s keyword arguments whose defaults are the
+    paper's JS thresholds, passed as they are on a JS metric and carried to another one (or
+    refused); `options` maps other keyword arguments to the `PlotInputs` fields they take.
+    """
+    parameters = inspect.signature(function).parameters
+    thresholds: dict[str, Any] = {keyword: parameters[keyword].default for keyword in js}
+
+    def draw(inputs: PlotInputs) -> Figure:
+        metric = inputs.metric_of(section)
+        reason = _refusal(spec, inputs)
+        if reason is not None:
+            raise DivscopeError(reason)
+        data = {"tokens": inputs.tokens, "compare": inputs.tables, "evolution": inputs.evolution}
+        return function(
+            data[needs],
+            metric=metric,
+            **{keyword: _on_metric(value, inputs, metric) for keyword, value in thresholds.items()},
+            **{keyword: getattr(inputs, attribute) for keyword, attribute in options.items()},
+        )
+
+    values = sorted({t for v in thresholds.values() for t in (v if isinstance(v, tuple) else (v,))})
+    spec = FigureSpec(name, needs, section, caption, draw, js_thresholds=tuple(values))
+    return spec
+
+
+def _refusal(spec: FigureSpec, inputs: PlotInputs) -> str | None:
+    """Why `spec` may not apply its JS thresholds to its section's metric; None when it may."""
+    metric = inputs.metric_of(spec.section)
+    if not spec.js_thresholds or metric in JS_METRICS or inputs.rescale_thresholds:
+        return None
+    listing = ", ".join(f"{t:g}" for t in spec.js_thresholds)
+    return (
+        f"its thresholds ({listing}) are JS values in nats and would be applied to {metric}; "
+        f"draw the core figures on js (--core-metric js), or pass --rescale-thresholds to carry "
+        f"each threshold to {metric} at the same quantile of the token table."
+    )
+
+
+def _on_metric(value: float | tuple[float, ...], inputs: PlotInputs, metric: str) -> Any:
+    """A JS threshold (or a tuple of them) as it applies to `metric`."""
+    if metric in JS_METRICS:
+        return value
+    values = value if isinstance(value, tuple) else (value,)
+    carried = tuple(match.value for match in inputs.carried(values, metric))
+    return carried if isinstance(value, tuple) else carried[0]
 
 
 FIGURES: dict[str, FigureSpec] = {
     spec.name: spec
     for spec in (
-        FigureSpec(
-            "divergence_histogram", "tokens",
+        _table_figure(
+            "divergence_histogram", "tokens", "core",
             "Histogram of per-token {metric} over log-spaced bins (Fig. 2, left); exact zeros are "
             "counted in the note.",
-            _tokens(figures.divergence_histogram),
+            figures.divergence_histogram,
         ),
-        FigureSpec(
-            "percentile_curve", "tokens",
-            "{metric} at each percentile of tokens, log scale (Fig. 2, right): near zero for most "
-            "tokens, rising only in the top few percent.",
-            _tokens(figures.percentile_curve),
+        _table_figure(
+            "percentile_curve", "tokens", "core",
+            "{metric} at each percentile of tokens, log scale (Fig. 2, right): on JS near zero "
+            "for most tokens, rising only in the top few percent.",
+            figures.percentile_curve,
         ),
-        FigureSpec(
-            "lorenz", "tokens",
-            "Lorenz curve of the {metric} mass with its Gini coefficient (takeover paper).",
-            _tokens(figures.lorenz),
-        ),
-        FigureSpec(
-            "positional_profile", "tokens",
+        _table_figure(
+            "positional_profile", "tokens", "core",
             "Mean, median and percentile bands of {metric} over relative position t/T (Fig. 3).",
-            _tokens(figures.positional_profile),
+            figures.positional_profile,
         ),
-        FigureSpec(
-            "early_density", "tokens",
-            "Where the top 1% most divergent tokens sit over relative position, beside all tokens "
-            "(Fig. 3).",
-            _tokens(figures.early_density),
-        ),
-        FigureSpec(
-            "entropy_by_divergence", "tokens",
+        _table_figure(
+            "entropy_by_divergence", "tokens", "core",
             "KDEs of base and RL entropy at low- and high-divergence tokens, medians dashed "
             "(Fig. 4); KDEs " + SAMPLE_NOTE + ".",
-            lambda i: figures.entropy_by_divergence(
-                i.tokens, metric=i.metric, max_samples=i.max_samples, seed=i.seed
-            ),
+            figures.entropy_by_divergence, js=("split",), max_samples="max_samples", seed="seed",
         ),
-        FigureSpec(
-            "wordclouds", "tokens",
-            "Most frequent words among high- and low-divergence tokens (Fig. 5).",
-            _tokens(figures.wordclouds),
+        _table_figure(
+            "wordclouds", "tokens", "core",
+            "Most frequent words among high- and low-divergence tokens (Fig. 5), laid out so that "
+            "no two words overlap.",
+            figures.wordclouds, js=("high", "low"),
         ),
-        FigureSpec(
-            "token_trajectory", "tokens",
+        _table_figure(
+            "token_trajectory", "tokens", "core",
             "Per-token {metric} along one response (the short response with the most divergent "
             "tokens), with its text and the divergent tokens highlighted (Fig. 1).",
-            _tokens(figures.token_trajectory),
+            figures.token_trajectory, js=("threshold",),
         ),
-        FigureSpec(
-            "topk_overlap", "tokens",
+        _table_figure(
+            "topk_overlap", "tokens", "core",
             "Overlap of the base and RL top-k sets against k, per {metric} threshold (Fig. 9).",
-            _tokens(figures.topk_overlap),
+            figures.topk_overlap, js=("thresholds",),
         ),
-        FigureSpec(
-            "tail_promotion", "tokens",
+        _table_figure(
+            "tail_promotion", "tokens", "core",
             "Base probability of the RL top-1 token at divergent positions (Fig. 10a/b); panel (b) "
             "shows at most {points:,} positions drawn at random with seed {seed}.",
-            lambda i: figures.tail_promotion(
-                i.tokens, metric=i.metric, max_samples=i.max_points, seed=i.seed
-            ),
+            figures.tail_promotion, js=("threshold",), max_samples="max_points", seed="seed",
         ),
-        FigureSpec(
-            "rank_reordering", "tokens",
+        _table_figure(
+            "rank_reordering", "tokens", "core",
             "Base-model rank of the RL top-1, -2 and -3 tokens at divergent positions (Fig. 22).",
-            _tokens(figures.rank_reordering),
+            figures.rank_reordering, js=("threshold",),
         ),
-        FigureSpec(
-            "token_profile", "tokens",
+        _table_figure(
+            "token_profile", "tokens", "core",
             "Percentiles of {metric} for the three most frequent words beside all tokens (Fig. 23, "
             "where the paper profiles “the”).",
-            _tokens(figures.token_profile),
+            figures.token_profile,
         ),
-        FigureSpec(
-            "failure_roc", "tokens",
-            "ROC of each response's top-100 mean {metric} for flagging wrong answers, against base "
-            "entropy, with problem-bootstrap AUROC intervals (takeover paper).",
-            lambda i: figures.failure_roc(
-                i.tokens, metric=i.metric, n_boot=i.n_boot, seed=i.seed
-            ),
-        ),
-        FigureSpec(
-            "compare_sparsity", "compare",
+        _table_figure(
+            "compare_sparsity", "compare", "core",
             "{metric} percentiles and near-zero shares of the labelled tables overlaid "
             "(Figs. 6, 12).",
-            lambda i: figures.compare_sparsity(
-                {i.label: i.tokens, **i.compare}, metric=i.metric
+            figures.compare_sparsity, js=("thresholds",),
+        ),
+        _table_figure(
+            "compare_positional_profile", "compare", "core",
+            "The positional profile of each labelled table, one panel each (Fig. 14): mean, "
+            "median and percentile bands of {metric} over t/T.",
+            figures.compare_positional_profile,
+        ),
+        _table_figure(
+            "compare_entropy", "compare", "core",
+            "KDEs of base and fine-tuned entropy at the high-divergence tokens of each labelled "
+            "table, one panel each, medians dashed (Fig. 15); KDEs " + SAMPLE_NOTE + ".",
+            figures.compare_entropy, js=("split",), max_samples="max_samples", seed="seed",
+        ),
+        _table_figure(
+            "compare_topk_overlap", "compare", "core",
+            "Overlap of the base and fine-tuned top-k sets against k at high-divergence tokens, "
+            "one line per labelled table (Fig. 16).",
+            figures.compare_topk_overlap, js=("threshold",),
+        ),
+        _table_figure(
+            "compare_rank_reordering", "compare", "core",
+            "Base-model rank of the fine-tuned top-1, -2 and -3 tokens at divergent positions, one "
+            "panel per labelled table (Fig. 17).",
+            figures.compare_rank_reordering, js=("threshold",),
+        ),
+        _table_figure(
+            "compare_tail_promotion", "compare", "core",
+            "Share of divergent positions whose fine-tuned top-1 token has base probability below "
+            "x, one curve per labelled table (Fig. 18).",
+            figures.compare_tail_promotion, js=("threshold",),
+        ),
+        _table_figure(
+            "evolution", "evolution", "core",
+            "{metric} percentiles, divergent share and overlap with the final checkpoint's "
+            "divergent positions over RL training (Fig. 11a/b).",
+            figures.evolution, js=("threshold",),
+        ),
+        _table_figure(
+            "lorenz", "tokens", "takeover",
+            "Lorenz curve of the {metric} mass with its Gini coefficient.",
+            figures.lorenz,
+        ),
+        _table_figure(
+            "early_density", "tokens", "takeover",
+            "Where the top 1% most divergent tokens sit over relative position, beside all tokens: "
+            "the early bias (also the core paper's Fig. 3).",
+            figures.early_density,
+        ),
+        _table_figure(
+            "failure_roc", "tokens", "takeover",
+            "ROC of each response's top-100 mean {metric} for flagging wrong answers, against base "
+            "entropy, with problem-bootstrap AUROC intervals.",
+            figures.failure_roc, n_boot="n_boot", seed="seed",
+        ),
+        FigureSpec(
+            "cross_sampling_curves", "cross_sample", "core",
+            "Accuracy (or pass@k with --recovery-at) against the intervention budget, forward and "
+            "reverse, with the base control and the reference matched to each sampling and the "
+            "random-position baseline (Figs. 7, 8).",
+            lambda i: figures.cross_sampling_curves(
+                i.cross_sample, reference=i.reference, recovery_at=i.recovery_at,
+                n_boot=i.n_boot, seed=i.seed,
             ),
         ),
         FigureSpec(
-            "evolution", "evolution",
-            "{metric} percentiles, divergent share and overlap with the final checkpoint's "
-            "divergent positions over RL training (Fig. 11a/b).",
-            lambda i: figures.evolution(i.evolution, metric=i.metric),
+            "takeover_knee", "cross_sample", "takeover",
+            "Pass@k (with --recovery-at; accuracy otherwise) of the gated takeover against the "
+            "mean per-response takeover rate ρ̄, the knee starred.",
+            lambda i: figures.takeover_knee(
+                i.cross_sample, reference=i.reference, recovery_at=i.recovery_at,
+                n_boot=i.n_boot, seed=i.seed,
+            ),
         ),
         FigureSpec(
-            "cross_sampling_curves", "cross_sample",
-            "Accuracy against the intervention budget, forward and reverse, with the base and RL "
-            "controls and the random-position baseline (Figs. 7, 8).",
-            lambda i: figures.cross_sampling_curves(i.cross_sample, n_boot=i.n_boot, seed=i.seed),
+            "threshold_sensitivity", "cross_sample", "core",
+            "Effective switches as a share of all switches, under the coupled and an independent "
+            "draw of the primary model, and accuracy, against the switch threshold ε (the "
+            "threshold sweep of Table 1).",
+            lambda i: figures.threshold_sensitivity(i.cross_sample),
         ),
         FigureSpec(
-            "takeover_knee", "cross_sample",
-            "Accuracy against the share of taken-over tokens of the gated takeover, the knee "
-            "starred (takeover paper).",
-            lambda i: figures.takeover_knee(i.cross_sample, n_boot=i.n_boot, seed=i.seed),
+            "token_pairs", "cross_sample", "core",
+            "The most frequent swaps at effective switches: the primary model's own draw and the "
+            "intervening model's token (Fig. 52).",
+            lambda i: figures.token_pairs(i.cross_sample),
         ),
     )
 }  # fmt: skip
@@ -259,8 +416,10 @@ def write_figures(
 ) -> PlotReport:
     """Draw every requested figure the inputs allow and write it, plus `index.md`, to `out`.
 
-    A figure whose input is missing, or whose analysis raises a `DivscopeError` (e.g. an
-    ungraded table for `failure_roc`), is skipped with the reason.
+    A figure whose input is missing, whose JS thresholds would apply to a non-JS core metric
+    without `inputs.rescale_thresholds`, or whose analysis raises a `DivscopeError` (e.g. an
+    ungraded table for `failure_roc`), is skipped with the reason. `index.md` lists the figures
+    under one heading per paper (section), each naming the section's metric.
 
     Args:
         inputs: the data.
@@ -322,12 +481,23 @@ def _save(figure: Figure, path: Path) -> Path:
 
 
 def _caption(spec: FigureSpec, inputs: PlotInputs) -> str:
-    return spec.caption.format(
-        metric=metric_symbol(inputs.metric),
+    metric = inputs.metric_of(spec.section)
+    caption = spec.caption.format(
+        metric=metric_symbol(metric),
         n=inputs.max_samples,
         points=inputs.max_points,
         seed=inputs.seed,
     )
+    if spec.js_thresholds and metric not in JS_METRICS:
+        carried = "; ".join(
+            f"{m.threshold:g} → {m.value:.4g} ({m.share_above:.2%} of tokens above)"
+            for m in inputs.carried(spec.js_thresholds, metric)
+        )
+        caption += (
+            f" Its JS thresholds carried to {metric_symbol(metric)} at the same quantile of the "
+            f"token table: {carried}."
+        )
+    return caption
 
 
 def _index(
@@ -341,12 +511,18 @@ def _index(
     lines = [f"# {title}", ""]
     if description:
         lines += [description, ""]
-    for name, paths in written.items():
-        links = " · ".join(f"[{p.suffix[1:]}]({p.name})" for p in paths)
-        lines += [f"## {name}", "", _caption(FIGURES[name], inputs), "", links, ""]
-        png = next((p for p in paths if p.suffix == ".png"), None)
-        if png is not None:
-            lines += [f"![{name}]({png.name})", ""]
+    for section, heading in SECTIONS.items():
+        lines += [f"## {heading}, on `{inputs.metric_of(section)}`", ""]
+        names = [name for name in written if FIGURES[name].section == section]
+        if not names:
+            lines += ["No figure of this paper was drawn (see Skipped).", ""]
+        for name in names:
+            paths = written[name]
+            links = " · ".join(f"[{p.suffix[1:]}]({p.name})" for p in paths)
+            lines += [f"### {name}", "", _caption(FIGURES[name], inputs), "", links, ""]
+            png = next((p for p in paths if p.suffix == ".png"), None)
+            if png is not None:
+                lines += [f"![{name}]({png.name})", ""]
     if skipped:
         lines += ["## Skipped", ""]
         lines += [f"- `{name}`: {reason}" for name, reason in skipped.items()]

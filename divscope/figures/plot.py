@@ -11,8 +11,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from divscope.analyses.summary import SUMMARY_COLUMNS
-from divscope.defaults import FORMATS, METRIC, N_BOOT, SEED
+from divscope.analyses.summary import JS_METRICS, SUMMARY_COLUMNS, section_metrics
+from divscope.defaults import CORE_METRIC, FORMATS, N_BOOT, SEED, TAKEOVER_METRIC
 from divscope.errors import DivscopeError
 from divscope.figures.gallery import (
     PlotInputs,
@@ -50,9 +50,14 @@ def evolution_steps(specs: Sequence[str]) -> dict[int, Path]:
     return steps
 
 
-def token_columns(metric: str) -> list[str]:
-    """The token-table columns the figures read (loaded once, shared by every figure)."""
-    return list(dict.fromkeys([*SUMMARY_COLUMNS, metric]))
+def token_columns(*metrics: str) -> list[str]:
+    """The token-table columns the figures read (loaded once, shared by every figure): those of
+    `divscope analyze` and each divergence column a section draws on.
+
+    >>> token_columns("js", "ce_base_rl")[-2:]
+    ['js', 'ce_base_rl']
+    """
+    return list(dict.fromkeys([*SUMMARY_COLUMNS, *metrics]))
 
 
 def plot(
@@ -60,11 +65,16 @@ def plot(
     out: str | os.PathLike,
     *,
     cross_sample: str | os.PathLike | None = None,
+    reference: str | os.PathLike | None = None,
+    recovery_at: int | None = None,
     compare: Mapping[str, str | os.PathLike] | None = None,
     evolution: Mapping[int, str | os.PathLike] | None = None,
     names: Sequence[str] | None = None,
     formats: Sequence[str] = FORMATS,
-    metric: str = METRIC,
+    metric: str | None = None,
+    core_metric: str = CORE_METRIC,
+    takeover_metric: str = TAKEOVER_METRIC,
+    rescale_thresholds: bool = False,
     seed: int = SEED,
     n_boot: int = N_BOOT,
     overwrite: bool = False,
@@ -73,17 +83,28 @@ def plot(
     """File-to-file: read the tables, draw every figure they allow, write them and `index.md`.
 
     The token table's needed columns are read once into memory; the other tables are scanned
-    lazily by the analyses that use them.
+    lazily by the analyses that use them. Each figure is drawn on its paper's metric (see
+    `divscope.figures.gallery`): the core paper's on `core_metric`, the takeover paper's on
+    `takeover_metric`.
 
     Args:
         tokens: token table (a .parquet file or a directory of parts).
         out: output directory.
         cross_sample: cross-sample results (Parquet or JSONL).
+        reference: the upper bound of recovery in the cross-sample figures: an existing file of
+            graded responses of a third model, else a policy label of the results; default the
+            matched `rl` control.
+        recovery_at: recovery on pass@k at this k instead of mean@n.
         compare: label -> another token table.
         evolution: training step -> token table of that checkpoint.
         names: figures to draw (default all).
         formats: file formats among png, pdf, svg.
-        metric: the divergence column.
+        metric: the divergence column of both sections; overrides `core_metric` and
+            `takeover_metric` when given.
+        core_metric: the core paper's figures' column.
+        takeover_metric: the takeover paper's figures' column.
+        rescale_thresholds: carry the core figures' JS thresholds to a non-JS core metric at
+            the same quantile instead of skipping those figures.
         seed: seed of every sample and bootstrap.
         n_boot: bootstrap resamples.
         overwrite: replace an existing output directory.
@@ -93,34 +114,48 @@ def plot(
         A `PlotReport`: the files written per figure and why the others were skipped.
 
     Raises:
-        DivscopeError: unknown names or formats, an existing `out` without `overwrite`, or a
-            table that cannot be read.
+        DivscopeError: unknown names or formats, an existing `out` without `overwrite`, a
+            table that cannot be read, or `reference`/`recovery_at` without `cross_sample`.
 
     Example:
         >>> import divscope
         >>> report = divscope.plot(  # doctest: +SKIP
         ...     "runs/lab-tokens.parquet", "runs/figures", cross_sample="runs/forward.parquet")
     """
-    from divscope.io import read_table, scan_token_table, table_name
+    from divscope.io import read_reference, read_table, scan_token_table, table_name
 
     # Cheap checks first, so that a typo fails before the tables are read (write_figures
     # checks again).
     check_names(names)
     check_formats(formats)
     check_out(out, overwrite=overwrite)
-    frame = scan_token_table(tokens).select(token_columns(metric)).collect(engine="streaming")
+    if cross_sample is None and (reference is not None or recovery_at is not None):
+        raise DivscopeError(
+            "--reference and --recovery-at set the recovery of the cross-sample figures; give "
+            "the cross-sample results with --xs."
+        )
+    core, takeover = section_metrics(metric, core_metric, takeover_metric)
+    carried = rescale_thresholds and core not in JS_METRICS
+    columns = token_columns(core, takeover, *(["js"] if carried else []))
+    frame = scan_token_table(tokens).select(columns).collect(engine="streaming")
     inputs = PlotInputs(
         tokens=frame,
         label=table_name(tokens),
         compare={name: scan_token_table(path) for name, path in (compare or {}).items()},
         evolution={step: scan_token_table(path) for step, path in (evolution or {}).items()},
         cross_sample=read_table(cross_sample) if cross_sample is not None else None,
-        metric=metric,
+        core_metric=core,
+        takeover_metric=takeover,
+        rescale_thresholds=rescale_thresholds,
+        recovery_at=recovery_at,
+        reference=read_reference(reference),
         seed=seed,
         n_boot=n_boot,
     )
     description = (
-        f"Token table `{tokens}`: {frame.height:,} tokens, metric `{metric}`, seed {seed}."
+        f"Token table `{tokens}`: {frame.height:,} tokens; the core paper's figures on `{core}`"
+        + (" (JS thresholds carried at equal quantiles)" if carried else "")
+        + f", the takeover paper's on `{takeover}`; seed {seed}."
         + (f" Cross-sample results `{cross_sample}`." if cross_sample is not None else "")
     )
     return write_figures(

@@ -1,8 +1,9 @@
-"""Where in a response the divergence sits: positional profile, early density, one response."""
+"""Where in a response the divergence sits: positional profile (also of several tables side by
+side), early density, one response."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import polars as pl
@@ -29,6 +30,7 @@ from divscope.figures.style import (
     metric_label,
     metric_symbol,
     panels,
+    side_by_side,
     zero_log_yaxis,
 )
 
@@ -45,21 +47,58 @@ def positional_profile(
         metric: the divergence column.
         bins: equal-width bins of relative position t / T.
     """
-    profile = analyses.positional_profile(tokens, metric, bins=bins).drop_nulls("mean")
     figure, (axes,) = panels(ax)
+    _draw_profile(axes, tokens, metric, bins=bins, color=RL_COLOR)
+    legend_below(axes, own_figure=ax is None, ncols=4)
+    return figure
+
+
+@figure_function
+def compare_positional_profile(
+    tables: Mapping[str, Frame],
+    ax: Sequence[Axes] | None = None,
+    *,
+    metric: str = "js",
+    bins: int = 20,
+) -> Figure:
+    """The positional profile of several labelled token tables side by side (Fig. 14).
+
+    One panel per table on a shared axis, e.g. RL and the SFT control: the paper's RL
+    divergence drops to near zero in the middle of a response, SFT's stays elevated throughout.
+
+    Args:
+        tables: label -> token table, in drawing order (at least two).
+        ax: one axes per table to draw into (default: a new full-width figure).
+        metric: the divergence column.
+        bins: equal-width bins of relative position t / T.
+
+    Raises:
+        DivscopeError: fewer than two tables.
+    """
+
+    def draw(panel: Axes, label: str, table: Frame, style: dict[str, str]) -> None:
+        _draw_profile(panel, table, metric, bins=bins, color=style["color"])
+
+    figure = side_by_side(tables, ax, "compare_positional_profile", draw, sharey=True)
+    first = figure.axes[0] if ax is None else ax[0]
+    legend_below(first, own_figure=ax is None, ncols=4)
+    return figure
+
+
+def _draw_profile(axes: Axes, tokens: Frame, metric: str, *, bins: int, color: str) -> None:
+    """One table's positional profile: percentile bands and the mean in `color`, the median."""
+    profile = analyses.positional_profile(tokens, metric, bins=bins).drop_nulls("mean")
     centre = ((profile["bin_start"] + profile["bin_end"]) / 2).to_numpy()
-    band = {"color": RL_COLOR, "linewidth": 0}
+    band = {"color": color, "linewidth": 0}
     axes.fill_between(centre, profile["p10"], profile["p90"], alpha=0.15, label="p10–p90", **band)
     axes.fill_between(centre, profile["p25"], profile["p75"], alpha=0.3, label="p25–p75", **band)
-    axes.plot(centre, profile["mean"], color=RL_COLOR, marker="o", label="mean")
+    axes.plot(centre, profile["mean"], color=color, marker="o", label="mean")
     axes.plot(centre, profile["median"], color=BLACK, linestyle="--", label="median")
     zero_log_yaxis(axes)
     axes.set_xlim(0, 1)
     axes.set_xlabel("relative position in the response, t / T")
     axes.set_ylabel(metric_label(metric))
-    legend_below(axes, own_figure=ax is None, ncols=4)
     header_note(axes, f"{count(int(profile['count'].sum()))} tokens in {bins} bins")
-    return figure
 
 
 @figure_function

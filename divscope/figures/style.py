@@ -1,4 +1,5 @@
-"""The one style of every divscope figure: palette, sizes, axis labels.
+"""The one style of every divscope figure: palette, sizes, axis labels, and how comparison
+figures lay out their labelled tables (one colour per table, panels side by side).
 
 Sizes are those of a two-column paper: a figure is `SINGLE_COLUMN` (3.4 in) or `DOUBLE_COLUMN`
 (7 in) wide and its text is 7-8 pt, so it stays readable when placed at 100%. Colours are the
@@ -9,7 +10,8 @@ blue and RL always vermillion.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from string import ascii_lowercase
 from typing import Any, TypeVar
 
 import matplotlib as mpl
@@ -88,6 +90,7 @@ RC_PARAMS: dict[str, Any] = {
 }
 
 F = TypeVar("F", bound=Callable[..., Figure])
+T = TypeVar("T")
 
 
 def figure_function(function: F) -> F:
@@ -109,6 +112,66 @@ def metric_label(metric: str) -> str:
 def metric_symbol(metric: str) -> str:
     """Short name of a divergence column for legends and titles: js -> 'JS'."""
     return METRIC_SYMBOLS.get(metric, metric)
+
+
+def table_style(index: int) -> dict[str, str]:
+    """Colour and line style of the `index`-th labelled token table of a comparison figure.
+
+    The first table (the RL checkpoint) is RL vermillion, the next ones (e.g. the SFT control)
+    take the following colours of `CYCLE`; every comparison figure styles the tables alike.
+
+    >>> table_style(0)
+    {'color': '#D55E00', 'linestyle': '-'}
+    """
+    return {
+        "color": CYCLE[(index + 1) % len(CYCLE)],
+        "linestyle": LINESTYLES[index % len(LINESTYLES)],
+    }
+
+
+def compared(tables: Mapping[str, T], what: str) -> list[tuple[str, T, dict[str, str]]]:
+    """(label, table, `table_style`) of each table of a comparison figure, in drawing order.
+
+    Raises:
+        DivscopeError: fewer than two tables.
+    """
+    if len(tables) < 2:
+        raise DivscopeError(f"{what}: needs at least two labelled tables.")
+    return [(label, table, table_style(i)) for i, (label, table) in enumerate(tables.items())]
+
+
+def side_by_side(
+    tables: Mapping[str, T],
+    ax: Sequence[Axes] | None,
+    what: str,
+    draw: Callable[[Axes, str, T, dict[str, str]], None],
+    *,
+    title: str = "{label}",
+    **subplot_options: Any,
+) -> Figure:
+    """One panel per labelled table, each drawn by the single-table figure's code.
+
+    Args:
+        tables: label -> table, in drawing order (at least two).
+        ax: one axes per table (default: a new full-width figure, panels sharing their axes
+            per `subplot_options`; only the outer ones keep their labels).
+        what: the figure's name, for the error message.
+        draw: draws one table: `draw(panel, label, table, table_style)`.
+        title: each panel's title after its letter; `{label}` is the table's label.
+        **subplot_options: passed to `panels` (e.g. `sharey=True`, `height`).
+
+    Raises:
+        DivscopeError: fewer than two tables, or not one axes per table.
+    """
+    entries = compared(tables, what)
+    figure, axes = panels(ax, len(entries), width=DOUBLE_COLUMN, **subplot_options)
+    for letter, panel, (label, table, style) in zip(ascii_lowercase, axes, entries, strict=False):
+        draw(panel, label, table, style)
+        panel_title(panel, letter, title.format(label=label))
+    if ax is None:
+        for panel in axes[1:]:
+            panel.label_outer()
+    return figure
 
 
 def panels(

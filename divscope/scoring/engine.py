@@ -41,7 +41,7 @@ from divscope.models import (
 from divscope.progress import Progress
 from divscope.schema import TOKEN_TABLE, TRAJECTORY_IDS, TRAJECTORY_KEY, require_columns
 from divscope.scoring.stats import StatsConfig, pair_stats
-from divscope.vocab import readable, token_bytes
+from divscope.vocab import TokenPieces
 
 # JS below this counts as "near zero" in the summary (nats; JS is in [0, ln 2]).
 NEAR_ZERO_JS = 1e-3
@@ -368,7 +368,7 @@ def _scored_batches(
     plan: _Plan, base, rl, tokenizer, config: ScoreConfig
 ) -> Iterator[tuple[pl.DataFrame, int]]:
     """Yield (token-table frame, full-sort rows) per batch."""
-    pieces = _TokenPieces(tokenizer)
+    pieces = TokenPieces(tokenizer)
     scorer = _BatchScorer.build(plan, base, rl, config)
     for batch in plan.batches:
         batch = sorted(batch)  # input order within the batch
@@ -533,27 +533,12 @@ def _response_hidden(
     return hidden[rows, torch.tensor(position_index, device=hidden.device)]  # [N, d]
 
 
-class _TokenPieces:
-    """Readable text of single tokens (`divscope.vocab.readable` of their exact bytes: no `Ġ` or
-    `▁`, bytes of a split character as `<0xHH>`), cached per id across batches."""
-
-    def __init__(self, tokenizer) -> None:
-        self.raw = token_bytes(tokenizer)  # [len(tokenizer)]; about 0.3 s for 150k tokens
-        self.cache: dict[int, str] = {}
-
-    def __call__(self, token_ids: np.ndarray) -> list[str]:
-        for i in np.unique(token_ids).tolist():
-            if i not in self.cache:
-                self.cache[i] = readable(self.raw[i])
-        return [self.cache[i] for i in token_ids.tolist()]
-
-
 def _batch_frame(
     plan: _Plan,
     batch: list[int],
     responses: list[list[int]],
     columns: dict[str, list[Tensor]],
-    pieces: _TokenPieces,
+    pieces: TokenPieces,
 ) -> pl.DataFrame:
     """Assemble one batch's token-table frame (every TOKEN_TABLE column, in order)."""
     lengths = np.array([len(r) for r in responses])  # [B]

@@ -1,4 +1,4 @@
-"""sparsity, histogram, lorenz (Gini) and compare."""
+"""sparsity, histogram, lorenz (Gini), compare and matched_thresholds."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from divscope.analyses import compare, histogram, lorenz, sparsity
+from divscope.analyses import compare, histogram, lorenz, matched_thresholds, sparsity
 from divscope.errors import DivscopeError
 
 
@@ -143,3 +143,42 @@ def test_compare_rows_follow_the_labels():
         ("rl", 4, 0.25, 0.5, 0.25),
         ("sft", 2, pytest.approx(0.3), 0.0, pytest.approx(0.3)),
     ]
+
+
+def test_matched_thresholds_hand_computed():
+    frame = pl.DataFrame(
+        {"js": [0.0, 0.02, 0.05, 0.15, 0.3], "ce_base_rl": [0.5, 0.1, 3.0, 2.0, 1.0]}
+    )
+    matched = matched_thresholds(frame, "ce_base_rl", (0.01, 0.1, 0.5, -1.0))
+    # js > 0.01: 4 of 5 tokens; ce sorted 0.1 0.5 1.0 2.0 3.0: v = x_(1) = 0.1, 4 above it.
+    # js > 0.1: 2 -> v = x_(3) = 1.0; js > 0.5: 0 -> v = the largest, 3.0.
+    assert [m.value for m in matched[:3]] == [0.1, 1.0, 3.0]
+    assert [m.share_above for m in matched] == [0.8, 0.4, 0.0, 1.0]
+    assert [m.metric_share_above for m in matched] == [0.8, 0.4, 0.0, 1.0]
+    # Every token above: the next float below the smallest value.
+    assert matched[3].value == np.nextafter(0.1, -np.inf)
+    assert {(m.reference, m.metric) for m in matched} == {("js", "ce_base_rl")}
+
+
+def test_matched_thresholds_report_ties_at_the_value():
+    frame = pl.DataFrame({"js": [0.0, 0.2, 0.3, 0.4], "kl_base_rl": [1.0, 2.0, 2.0, 5.0]})
+    (matched,) = matched_thresholds(frame, "kl_base_rl", (0.25,))
+    # Two tokens have js > 0.25, but 2.0 ties: only one token lies above v = 2.0.
+    assert (matched.value, matched.share_above, matched.metric_share_above) == (2.0, 0.5, 0.25)
+
+
+def test_matched_thresholds_on_float32_keep_the_share():
+    rng = np.random.default_rng(0)
+    frame = pl.DataFrame(
+        {"js": rng.random(1000) ** 4 * 0.69, "ce_base_rl": rng.exponential(1.0, 1000)},
+        schema={"js": pl.Float32, "ce_base_rl": pl.Float32},
+    )
+    for m in matched_thresholds(frame, "ce_base_rl", (1e-4, 0.01, 0.1, 0.2, 1.0)):
+        above = frame.filter(pl.col("ce_base_rl") > m.value).height
+        assert above == frame.filter(pl.col("js") > m.threshold).height
+        assert m.metric_share_above == m.share_above == above / 1000
+
+
+def test_matched_thresholds_need_both_columns():
+    with pytest.raises(DivscopeError, match="no token has both"):
+        matched_thresholds(pl.DataFrame({"js": [None], "ce_base_rl": [1.0]}), "ce_base_rl", (0.1,))

@@ -25,6 +25,13 @@ def test_evolution_hand_computed():
     assert result["p50"].to_list() == pytest.approx([0.0, 0.1, 0.25])
 
 
+def test_evolution_reports_the_papers_percentiles_by_default():
+    result = evolution({0: pl.DataFrame({**KEY, "js": [0.0, 0.1, 0.2, 0.3]})})
+    percentiles = [c for c in result.columns if c.startswith("p") and c[1:].isdigit()]
+    assert percentiles == ["p10", "p25", "p50", "p75", "p90", "p95", "p99"]
+    assert result["p25"].to_list() == pytest.approx([0.075])
+
+
 def test_evolution_without_divergent_positions_has_null_jaccard():
     result = evolution({0: pl.DataFrame({**KEY, "js": [0.0] * 4})})
     assert result["jaccard_with_final"].to_list() == [None]

@@ -1,4 +1,5 @@
-"""entropy_by_divergence, entropy_density, topk_overlap, rank_reordering, tail_promotion."""
+"""entropy_by_divergence, entropy_density, topk_overlap, rank_reordering, tail_promotion,
+entropy_iou."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from divscope.analyses import (
     entropy_by_divergence,
     entropy_density,
+    entropy_iou,
     rank_reordering,
     tail_promotion,
     topk_overlap,
@@ -136,3 +138,67 @@ def test_entropy_density_skips_degenerate_groups():
     result = entropy_density(frame, points=3)
     assert result.curves.select("group", "model").unique().rows() == [("low", "rl")]
     assert result.n_tokens == {"low": 2, "high": 0}
+
+
+def iou_table(metric, entropy, prompts=None) -> pl.DataFrame:
+    n = len(metric)
+    return pl.DataFrame(
+        {
+            "prompt_id": prompts or ["a"] * n,
+            "sample_id": [0] * n,
+            "position": list(range(n)),
+            "ce_base_rl": metric,
+            "entropy_base": entropy,
+        }
+    )
+
+
+def test_entropy_iou_hand_computed():
+    # 10 positions. Top 20% = 2 positions: by CE {0, 1}; by entropy {1, 5}: IoU 1/3.
+    # Top 40% = 4: by CE {0, 1, 2, 3}; by entropy {1, 5, 2, 3}: |∩| 3, |∪| 5.
+    frame = iou_table(
+        [9.0, 8.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.0, 1.0, 0.0],
+        [0.1, 5.0, 3.0, 2.5, 0.2, 4.0, 0.3, 0.4, 0.5, 0.6],
+    )
+    result = entropy_iou(frame, "ce_base_rl", shares=(0.2, 0.4, 1.0))
+    assert result["n_top"].to_list() == [2, 4, 10]
+    assert result["n_both"].to_list() == [1, 3, 10]
+    assert result["iou"].to_list() == pytest.approx([1 / 3, 3 / 5, 1.0])
+    # Random sets of m out of n share m²/n in expectation: 0.4 of 2 -> 0.4 / 3.6.
+    assert result["chance_iou"][0] == pytest.approx(0.4 / 3.6)
+
+
+def test_entropy_iou_breaks_ties_at_the_cut_by_position_key():
+    # Top 2 of 4 by CE: 3.0 (a/1), then three tied at 1.0: the smallest key wins (a/0).
+    # Top 2 by entropy: 2.0 at b/0, then a tie at 1.0 between a/0 and a/1: a/0.
+    frame = iou_table([1.0, 3.0, 1.0, 1.0], [1.0, 1.0, 0.0, 2.0], ["a", "a", "b", "b"])
+    frame = frame.with_columns(pl.Series("position", [0, 1, 1, 0]))
+    expected = entropy_iou(frame, "ce_base_rl", shares=(0.5,))
+    assert expected["n_both"].to_list() == [1]  # {a/0, a/1} ∩ {b/0, a/0}
+    assert expected["iou"].to_list() == pytest.approx([1 / 3])
+    for seed in range(5):  # the row order does not matter
+        shuffled = frame.sample(fraction=1.0, shuffle=True, seed=seed)
+        assert entropy_iou(shuffled, "ce_base_rl", shares=(0.5,)).equals(expected)
+
+
+def test_entropy_iou_matches_a_brute_force_sort():
+    rng = np.random.default_rng(3)
+    n = 500
+    metric = rng.integers(0, 40, n).astype(np.float64)  # many ties
+    entropy = rng.integers(0, 40, n).astype(np.float64)
+    frame = iou_table(metric.tolist(), entropy.tolist())
+    for share in (0.01, 0.05, 0.1, 0.2, 0.5):
+        m = int(np.ceil(share * n - 1e-9))
+        # Descending value, then ascending position (the key): a stable sort of -value.
+        top_metric = set(np.argsort(-metric, kind="stable")[:m])
+        top_entropy = set(np.argsort(-entropy, kind="stable")[:m])
+        iou = len(top_metric & top_entropy) / len(top_metric | top_entropy)
+        row = entropy_iou(frame, "ce_base_rl", shares=(share,)).row(0, named=True)
+        assert (row["n_top"], row["iou"]) == (m, pytest.approx(iou))
+
+
+def test_entropy_iou_skips_nulls_and_handles_an_empty_table():
+    frame = iou_table([2.0, None, 1.0], [1.0, 5.0, 0.5])
+    assert entropy_iou(frame, "ce_base_rl", shares=(0.5,))["iou"].to_list() == [1.0]
+    empty = entropy_iou(frame.clear(), "ce_base_rl", shares=(0.5,))
+    assert empty.row(0) == (0.5, 0, 0, None, None)

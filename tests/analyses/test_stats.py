@@ -1,4 +1,4 @@
-"""pass@k, AUROC and the problem-level bootstrap."""
+"""pass@k, majority@k, AUROC and the problem-level bootstrap (plain and stratified, paired)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,11 @@ from hypothesis import strategies as st
 from scipy.stats import mannwhitneyu
 
 from divscope.analyses import (
+    PairedBootstrap,
+    Resampled,
     auroc,
     bootstrap_ci,
+    majority_at_k,
     pass_at_k,
     percentile_interval,
     problem_bootstrap_weights,
@@ -131,3 +134,70 @@ def test_percentile_interval_skips_undefined_resamples():
 def test_percentile_interval_rejects_bad_confidence(confidence):
     with pytest.raises(DivscopeError, match="confidence"):
         percentile_interval(0.0, [0.0], confidence)
+
+
+@pytest.mark.parametrize(
+    "answers,correct,k,expected",
+    [
+        # Every pair of 4: {4,4} right, {4,5} x2 a tie (1/2 right), {4,-} x2 right, {5,-} wrong.
+        (["4", "4", "5", None], [True, True, False, False], 2, 4 / 6),
+        (["4", "4", "5", None], [True, True, False, False], 4, 1.0),
+        # A three-way tie with one right answer scores 1/3.
+        (["1", "2", "3"], [False, True, False], 3, 1 / 3),
+        # The majority is wrong although a right answer is present.
+        (["1", "1", "2"], [False, False, True], 3, 0.0),
+        # An answer is right when any response giving it is graded right.
+        (["x", "x"], [False, True], 1, 1.0),
+        ([None, None], [False, False], 2, 0.0),
+        (["7"], [True], 1, 1.0),
+    ],
+)
+def test_majority_at_k_hand_computed(answers, correct, k, expected):
+    assert majority_at_k(answers, correct, k) == pytest.approx(expected)
+
+
+def test_majority_at_k_samples_subsets_beyond_the_limit():
+    rng = np.random.default_rng(1)
+    answers = [str(a) for a in rng.integers(0, 3, 12)]
+    correct = [a == "0" for a in answers]
+    exact = majority_at_k(answers, correct, 5)  # C(12, 5) = 792 subsets, all scored
+    sampled = majority_at_k(answers, correct, 5, n_subsets=400, seed=3)
+    assert sampled == majority_at_k(answers, correct, 5, n_subsets=400, seed=3)
+    assert sampled != exact and sampled == pytest.approx(exact, abs=0.05)
+
+
+@pytest.mark.parametrize(
+    "answers,correct,k,message",
+    [(["a"], [True, False], 1, "1 answers but 2 grades"), (["a"], [True], 2, "k=2 with n=1")],
+)
+def test_majority_at_k_rejects_bad_input(answers, correct, k, message):
+    with pytest.raises(DivscopeError, match=message):
+        majority_at_k(answers, correct, k)
+
+
+def test_stratified_weights_keep_each_stratum_size():
+    strata = np.array([0, 1, 0, 1, 1, 2])
+    weights = problem_bootstrap_weights(6, n_boot=50, seed=2, strata=strata)
+    for label, size in ((0, 2), (1, 3), (2, 1)):
+        assert (weights[:, strata == label].sum(axis=1) == size).all()
+    one = problem_bootstrap_weights(4, n_boot=20, seed=5, strata=[7, 7, 7, 7])
+    assert (one == problem_bootstrap_weights(4, n_boot=20, seed=5)).all()
+
+
+def test_paired_bootstrap_means_skip_absent_problems():
+    bootstrap = PairedBootstrap.drawn(["x", "x", "y"], n_boot=30, seed=0)
+    values = np.array([1.0, np.nan, 0.0])
+    pooled, macro = bootstrap.mean(values), bootstrap.mean(values, macro=True)
+    assert (pooled.estimate, macro.estimate) == (0.5, 0.5)
+    w = bootstrap.weights
+    expected = np.where(w[:, 0] > 0, (w[:, 0] * 1.0) / (w[:, 0] + w[:, 2]), 0.0)
+    assert pooled.resamples == pytest.approx(expected)
+    ratio = bootstrap.ratio([3.0, 0.0, 1.0], [2, 0, 2])
+    assert ratio.estimate == 1.0
+    assert ratio.resamples == pytest.approx((3 * w[:, 0] + w[:, 2]) / (2 * w[:, 0] + 2 * w[:, 2]))
+
+
+def test_resampled_ratios_are_undefined_where_the_denominator_is_zero():
+    ratio = Resampled(1.0, np.array([1.0, 2.0])) / Resampled(0.0, np.array([2.0, 0.0]))
+    assert math.isnan(ratio.estimate) and ratio.interval(0.95) is None
+    assert ratio.resamples[0] == 0.5 and math.isnan(ratio.resamples[1])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import json
 
 import numpy as np
@@ -40,6 +42,8 @@ def write_token_table(
     return path
 
 
+D1 = "policy=rl-replace,force_prefix=Alright - policy=base,force_prefix=Alright"
+D2 = "policy=forward,budget=4 - policy=random,budget=4"
 POLICIES = [("base", -1, 1, 0), ("rl", -1, 2, 0), ("forward", 4, 2, 4)]
 
 
@@ -56,13 +60,15 @@ def test_analyze_prints_a_digest_and_writes_json(tokens, tmp_path):
     out = tmp_path / "out" / "summary.json"
     result = run(tokens, "--out", out, "--n-boot", "20")
     assert result.exit_code == 0, result.output
-    assert "300 tokens, 12 responses, 3 prompts; metric js" in result.output
+    assert "300 tokens, 12 responses, 3 prompts" in result.output
+    assert "Sparse but Critical (js)" in result.output
+    assert "Decision-token takeover (ce_base_rl)" in result.output
     assert "Gini" in result.output and "Failure AUROC" in result.output
     document = json.loads(out.read_text())
     assert document["tokens"] == str(tokens)
     assert document["n_tokens"] == 300
-    assert 0 <= document["lorenz"]["gini"] <= 1
-    assert len(document["positional_profile"]) == 20
+    assert 0 <= document["takeover"]["lorenz"]["gini"] <= 1
+    assert len(document["core"]["positional_profile"]) == 20
 
 
 def test_analyze_with_compare_and_cross_sample_results(tokens, tmp_path):
@@ -81,17 +87,50 @@ def test_analyze_with_compare_and_cross_sample_results(tokens, tmp_path):
     args = ["--compare", sft, "--label", "SFT", "--compare", other, "--xs", xs, "--n-boot", "10"]
     result = run(tokens, "--out", out, *args)
     assert result.exit_code == 0, result.output
-    assert "Comparison:" in result.output and "Cross-sampling:" in result.output
+    assert "Comparison:" in result.output and "\nCross-sampling\n" in result.output
     document = json.loads(out.read_text())
-    assert [row["label"] for row in document["comparison"]] == ["rl", "SFT", "other"]
-    forward = [row for row in document["cross_sampling"] if row["policy"] == "forward"][0]
-    assert forward["recovery"] is not None
+    assert [row["label"] for row in document["core"]["comparison"]] == ["rl", "SFT", "other"]
+    assert document["cross_sample"] is not None
 
 
-def test_analyze_of_another_metric(tokens, tmp_path):
-    result = run(tokens, "--out", tmp_path / "s.json", "--metric", "ce_base_rl", "--n-boot", "5")
+def test_analyze_of_other_metrics_per_section(tokens, tmp_path):
+    args = ["--out", tmp_path / "s.json", "--n-boot", "5", "--takeover-metric", "kl_base_rl"]
+    result = run(tokens, *args, "--core-metric", "js_full")
     assert result.exit_code == 0, result.output
-    assert "metric ce_base_rl" in result.output
+    assert "Sparse but Critical (js_full)" in result.output
+    assert "Decision-token takeover (kl_base_rl)" in result.output
+    document = json.loads((tmp_path / "s.json").read_text())
+    assert (document["core"]["metric"], document["takeover"]["metric"]) == ("js_full", "kl_base_rl")
+
+
+@pytest.mark.parametrize("flags", [["--metric", "ce_base_rl"], ["--core-metric", "ce_base_rl"]])
+def test_js_thresholds_on_ce_are_refused_without_rescaling(tokens, tmp_path, flags):
+    out = tmp_path / "s.json"
+    result = run(tokens, "--out", out, "--n-boot", "5", *flags)
+    assert result.exit_code == 2
+    assert "the core paper's thresholds (near-zero 0.0001/0.001/0.01" in result.output
+    assert "--takeover-metric the takeover section alone" in result.output
+    assert "pass --rescale-thresholds (rescale_thresholds=True)" in result.output
+    assert "Traceback" not in result.output and not out.exists()
+
+
+def test_rescaled_thresholds_are_printed_and_stored(tokens, tmp_path):
+    out = tmp_path / "s.json"
+    flags = ["--metric", "ce_base_rl", "--rescale-thresholds", "--n-boot", "5"]
+    result = run(tokens, "--out", out, *flags)
+    assert result.exit_code == 0, result.output
+    frame = pl.read_parquet(tokens)
+    js, ce = frame["js"].to_numpy(), np.sort(frame["ce_base_rl"].to_numpy())
+    share = np.mean(js > 0.1)
+    value = ce[ce.size - int((js > 0.1).sum()) - 1]
+    assert f"js > 0.1 ({100 * share:.2f}% of tokens) → ce_base_rl > {value:.4g}" in result.output
+    assert "Sparse but Critical (ce_base_rl)" in result.output
+    assert "Decision-token takeover (ce_base_rl)" in result.output
+    document = json.loads(out.read_text())
+    stored = {row["threshold"]: row for row in document["core"]["rescaled"]}[0.1]
+    assert stored["value"] == pytest.approx(float(value))
+    assert stored["share_above"] == pytest.approx(share)
+    assert document["core"]["rank_reordering"]["threshold"] == pytest.approx(float(value))
 
 
 @pytest.mark.parametrize(
@@ -100,6 +139,8 @@ def test_analyze_of_another_metric(tokens, tmp_path):
         (["--metric", "nope"], "missing column(s) 'nope'"),
         (["--label", "x"], "--label given 1 times but --compare only 0 times"),
         (["--compare", "missing.parquet"], "no such token table"),
+        (["--recovery-at", "8"], "pass the results too (--xs)"),
+        (["--xs", "xs.parquet", "--reference", "runs/thinking.parquet"], "no such file"),
     ],
 )
 def test_analyze_bad_input_is_one_line_with_status_2(tokens, tmp_path, extra, message):
@@ -119,3 +160,33 @@ def test_analyze_refuses_an_existing_output_without_overwrite(tokens, tmp_path):
     result = run(tokens, "--out", out, "--n-boot", "5", "--overwrite")
     assert result.exit_code == 0, result.output
     assert json.loads(out.read_text())["n_tokens"] == 300
+
+
+def test_the_cross_sample_flags_reach_the_report(tokens, tmp_path, monkeypatch):
+    calls = []
+
+    @dataclasses.dataclass(frozen=True)
+    class Report:
+        def to_text(self) -> str:
+            return "REPORT TEXT"
+
+    def report(results, **kwargs):
+        calls.append(kwargs)
+        return Report()
+
+    summary_module = importlib.import_module("divscope.analyses.summary")
+    monkeypatch.setattr(summary_module, "cross_sample_report", report)
+    xs = tmp_path / "xs.jsonl"
+    xs.write_text(json.dumps({"prompt_id": "p0", "policy": "rl", "correct": True}) + "\n")
+    thinking = tmp_path / "thinking.jsonl"
+    thinking.write_text(json.dumps({"prompt_id": "p0", "correct": True}) + "\n")
+    args = ["--xs", xs, "--recovery-at", "8", "--difference", D1, "--difference", D2]
+    for reference in (thinking, "rl"):
+        out = tmp_path / f"{len(calls)}.json"
+        result = run(tokens, "--out", out, *args, "--reference", reference, "--n-boot", "5")
+        assert result.exit_code == 0, result.output
+        assert "Cross-sampling\n--------------\nREPORT TEXT" in result.output
+    from_file, label = calls
+    assert from_file["reference"].to_dicts() == [{"prompt_id": "p0", "correct": True}]
+    assert label["reference"] == "rl"
+    assert label["recovery_at"] == 8 and label["differences"] == (D1, D2)

@@ -187,3 +187,54 @@ def pq_metadata(path):
     import pyarrow.parquet as pq
 
     return {k.decode(): v.decode() for k, v in pq.read_schema(path).metadata.items()}
+
+
+def test_per_policy_flags_eps_sweep_controls_and_forced_prefix(tmp_path, tiny_pair, prompts):
+    base, rl = tiny_pair
+    out = tmp_path / "results.parquet"
+    result = _run(
+        "cross-sample", prompts, "--base", base, "--rl", rl, "--policy",
+        "base,forward,gated,rl-replace", "--eps", "0.1,0.3", "--gate-tau", 0.5,
+        "--gate-lam", 1.2, "--gate-window", 3, "--force-prefix", "w7",
+        "--forced-policies", "rl-replace", "--budgets", "-1", "--n", 1, "--max-new-tokens", 6,
+        "--out", out,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    results = read_cross_sample(out)
+    columns = ["policy", "eps", "tau", "lam", "window", "temperature", "top_p", "force_prefix"]
+    settings = results.group_by(columns).len().sort(pl.all(), nulls_last=True)
+    assert settings.rows() == [
+        ("base", None, None, None, None, 0.6, 0.95, None, 3),
+        ("base", None, None, None, None, 1.0, 0.7, None, 3),
+        ("forward", 0.1, None, None, None, 1.0, 0.7, None, 3),
+        ("forward", 0.3, None, None, None, 1.0, 0.7, None, 3),
+        ("gated", None, 0.5, 1.2, 3, 1.0, 0.7, None, 3),
+        ("rl", None, None, None, None, 0.6, 0.95, None, 3),
+        ("rl-replace", None, None, None, None, 0.6, 0.95, "w7", 3),
+        ("rl-replace", None, None, None, None, 0.6, 0.95, None, 3),
+    ]  # fmt: skip
+    forced = results.filter(pl.col("force_prefix").is_not_null())
+    assert all(ids[0] == 11 for ids in forced["response_ids"])  # w7
+
+
+def test_a_flag_may_override_a_calibrated_value_only_when_told(tmp_path, tiny_pair, prompts):
+    from divscope.decoding.calibration import Gate
+
+    base, rl = tiny_pair
+    calibration = tmp_path / "gate.json"
+    gates = {"gated": Gate(tau=0.5, lam=1.5), "entropy": Gate(tau=1.0, lam=2.0)}
+    Calibration(rate=0.1, window=4, gates=gates, n_tokens=10, source="t").to_json(calibration)
+    args = [
+        "cross-sample", prompts, "--base", base, "--rl", rl, "--policy", "gated",
+        "--calibration", calibration, "--gate-lam", 1, "--budgets", "-1", "--n", 1,
+        "--max-new-tokens", 6, "--out", tmp_path / "r.parquet",
+    ]  # fmt: skip
+    result = _run(*args)
+    assert result.exit_code == 2
+    assert "--gate-lam 1.0 replaces the value 1.5 that --calibration" in result.output
+    assert "--override-calibration" in result.output
+    result = _run(*args, "--override-calibration")
+    assert result.exit_code == 0, result.output
+    assert "note: --gate-lam 1.0 replaces the value 1.5" in result.output
+    results = read_cross_sample(tmp_path / "r.parquet")
+    assert results.select("tau", "lam", "window").unique().rows() == [(0.5, 1.0, 4)]

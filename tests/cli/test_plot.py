@@ -101,3 +101,58 @@ def test_plot_refuses_an_existing_output(tables, tmp_path):
 def test_plot_missing_table_is_one_line(tmp_path):
     result = runner.invoke(app, ["plot", str(tmp_path / "none.parquet"), "--out", str(tmp_path)])
     assert result.exit_code == 2 and "no such token table" in result.output
+
+
+def test_plot_draws_each_paper_on_its_metric_and_metric_overrides_both(tables, tmp_path):
+    base = ["plot", str(tables["tokens"]), "--format", "png"]
+    figures = ["--figure", "percentile_curve", "--figure", "lorenz"]
+    result = runner.invoke(app, [*base, *figures, "--out", str(tmp_path / "a")])
+    assert result.exit_code == 0, result.output
+    index = (tmp_path / "a" / "index.md").read_text()
+    assert "), on `js`" in index and "), on `ce_base_rl`" in index
+    result = runner.invoke(app, [*base, *figures, "-o", str(tmp_path / "b"), "--metric", "js_full"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "b" / "index.md").read_text().count("), on `js_full`") == 2
+    arguments = ["--takeover-metric", "kl_base_rl", "--core-metric", "js_full"]
+    result = runner.invoke(app, [*base, *figures, "-o", str(tmp_path / "c"), *arguments])
+    index = (tmp_path / "c" / "index.md").read_text()
+    assert "), on `js_full`" in index and "), on `kl_base_rl`" in index
+
+
+def test_plot_refuses_js_thresholds_on_another_core_metric_unless_rescaled(tables, tmp_path):
+    arguments = [
+        "plot", str(tables["tokens"]), "--format", "png", "--figure", "rank_reordering",
+        "--core-metric", "ce_base_rl",
+    ]  # fmt: skip
+    result = runner.invoke(app, [*arguments, "-o", str(tmp_path / "a")])
+    assert result.exit_code == 0, result.output
+    assert "rank_reordering: skipped, its thresholds (0.1) are JS values in nats" in result.output
+    assert "Wrote 0 figures (1 skipped)" in result.output
+    result = runner.invoke(app, [*arguments, "-o", str(tmp_path / "b"), "--rescale-thresholds"])
+    assert result.exit_code == 0, result.output
+    assert "Wrote 1 figures (0 skipped)" in result.output
+    assert "0.1 → " in (tmp_path / "b" / "index.md").read_text()
+
+
+def test_plot_draws_the_side_by_side_figures_with_compare(tables, tmp_path):
+    out = tmp_path / "figs"
+    names = ["compare_positional_profile", "compare_topk_overlap", "compare_tail_promotion"]
+    result = runner.invoke(
+        app,
+        [
+            "plot", str(tables["tokens"]), "-o", str(out), "--format", "png",
+            *[a for name in names for a in ("--figure", name)],
+            "--compare", str(tables["sft"]), "--label", "SFT",
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert {p.name for p in out.iterdir()} == {f"{name}.png" for name in names} | {"index.md"}
+
+
+def test_plot_recovery_options_need_the_cross_sample_results(tables, tmp_path):
+    out = tmp_path / "figs"
+    arguments = ["plot", str(tables["tokens"]), "-o", str(out), "--reference", "thinking"]
+    result = runner.invoke(app, arguments)
+    assert result.exit_code == 2
+    assert "give the cross-sample results with --xs" in result.output
+    assert "Traceback" not in result.output and not out.exists()

@@ -1,12 +1,16 @@
-"""`format_summary`: the table `divscope cross-sample` prints."""
+"""`format_summary`: the table `divscope cross-sample` prints; `cross_sample`'s controls at
+rl-replace's sampling, `early` with a share, and the forced prefix."""
 
 from __future__ import annotations
+
+import math
 
 import polars as pl
 import pytest
 
 from divscope.analyses.cross_sampling import cross_sampling_curve
 from divscope.decoding.cross_sample import format_summary
+from divscope.errors import DivscopeError
 
 
 def results(forward_eps: list[float]) -> pl.DataFrame:
@@ -67,3 +71,140 @@ def test_stop_tokens_are_never_suppressed():
     )
     loaded = Loaded(None, [], {}, stop=[2, 46], compatibility=compatibility, vocab=50)
     assert loaded.suppressed == (45,)
+
+
+# ------------------------------------------------- cross_sample: controls, early share, prefix
+
+
+@pytest.fixture
+def prompts(tmp_path):
+    import json
+
+    rows = [
+        {"prompt_id": "p0", "prompt": "w1 w2 w3", "answer": "12"},
+        {"prompt_id": "p1", "prompt": "w9", "answer": "3"},
+        {"prompt_id": "p2", "prompt": "w4 w5", "answer": "7"},
+    ]
+    path = tmp_path / "prompts.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _cross_sample(prompts, tiny_pair, out, policies, **kwargs):
+    from divscope.decoding import DecodeConfig
+    from divscope.decoding.cross_sample import cross_sample
+
+    base, rl = tiny_pair
+    kwargs = {"n": 2, "budgets": (-1,), **kwargs}
+    return cross_sample(
+        prompts, base=str(base), rl=str(rl), policies=policies, out=out, progress=False,
+        config=DecodeConfig(max_new_tokens=10, batch_size=4), **kwargs,
+    )  # fmt: skip
+
+
+def _by_key(frame: pl.DataFrame) -> dict[tuple[str, int], dict]:
+    return {(row["prompt_id"], row["sample_id"]): row for row in frame.iter_rows(named=True)}
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_rl_replace_brings_its_controls_at_its_own_sampling(tmp_path, prompts, tiny_pair):
+    from divscope.decoding.settings import parse_policies
+
+    policies = parse_policies("base,rl-replace,base-greedy")
+    results = _cross_sample(prompts, tiny_pair, tmp_path / "r.parquet", policies)
+    settings = results.group_by("policy", "temperature", "top_p").len().sort(pl.all())
+    assert settings.rows() == [
+        ("base", 0.6, 0.95, 6), ("base", 1.0, 0.7, 6), ("base-greedy", 0.6, 0.95, 6),
+        ("rl", 0.6, 0.95, 6), ("rl-replace", 0.6, 0.95, 6),
+    ]  # fmt: skip
+    at = {  # the controls decoded at rl-replace's sampling, by their own run's sampling
+        t: results.filter((pl.col("policy") == "base") & (pl.col("temperature") == t))
+        for t in (0.6, 1.0)
+    }
+    assert at[0.6]["response_ids"].to_list() != at[1.0]["response_ids"].to_list()
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_early_share_gives_each_response_the_share_of_its_base_length(tmp_path, prompts, tiny_pair):
+    from divscope.decoding.policies import RL, Base, Early
+
+    policies = [Base(), RL(), Early(share=0.5)]
+    results = _cross_sample(prompts, tiny_pair, tmp_path / "r.parquet", policies, budgets=(0, 2))
+    rows = {p: _by_key(results.filter(pl.col("policy") == p)) for p in ("base", "rl", "early")}
+    assert {row["budget"] for row in rows["early"].values()} == {-1}  # runs once, budgets unused
+    assert {row["share"] for row in rows["early"].values()} == {0.5}
+    written = []
+    for key, early in rows["early"].items():
+        budget = math.ceil(0.5 * rows["base"][key]["n_tokens"])
+        n = min(budget, early["n_tokens"])
+        assert early["n_switches"] == n and early["switch_positions"] == list(range(n))
+        assert early["response_ids"][:n] == rows["rl"][key]["response_ids"][:n]
+        written.append(n)
+    assert max(written) > 1
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_forced_prefix_opens_the_response_and_decoding_continues_after_it(
+    tmp_path, prompts, tiny_pair
+):
+    from divscope.decoding import DecodeConfig, Request, decode
+    from divscope.decoding.cross_sample import load
+    from divscope.decoding.policies import Base, Forward
+    from divscope.io import read_prompts
+
+    policies = [Base(), Forward(eps=0.1)]
+    results = _cross_sample(prompts, tiny_pair, tmp_path / "r.parquet", policies,
+                            force_prefix="w7 w8", forced_policies=["forward"])  # fmt: skip
+    labels = results.group_by("policy", "force_prefix").len().sort(pl.all(), nulls_last=True)
+    assert labels.rows() == [("base", None, 6), ("forward", "w7 w8", 6), ("forward", None, 6)]
+    forced = _by_key(results.filter(pl.col("force_prefix").is_not_null()))
+
+    base, rl = tiny_pair
+    frame = read_prompts(prompts)
+    loaded = load(frame, "prompts", {"base": str(base), "rl": str(rl)}, dtype="float32",
+                  device="cpu", device_map=None, force_prefix="w7 w8")  # fmt: skip
+    assert loaded.prefix_ids == (11, 12)  # w7, w8 after the four specials
+    requests = [
+        Request(key, sample, (*ids, 11, 12))
+        for key, ids in zip(frame["prompt_id"], loaded.prompt_ids, strict=True)
+        for sample in range(2)
+    ]
+    decoded = decode(loaded.models, requests, Forward(eps=0.1),
+                     DecodeConfig(max_new_tokens=10, batch_size=4), vocab=loaded.vocab,
+                     eos_ids=loaded.stop, pad_id=loaded.pad_id)  # fmt: skip
+    switches = 0
+    for request, d in zip(requests, decoded, strict=True):
+        row = forced[(request.prompt_id, request.sample_id)]
+        assert row["response_ids"] == [11, 12, *d.response_ids]
+        assert row["n_tokens"] == 2 + len(d.response_ids)
+        assert row["switch_positions"] == [2 + p for p in d.switch_positions]
+        assert row["response"].startswith("w7 w8")
+        switches += d.n_switches
+    assert switches > 0
+
+
+def test_resume_refuses_another_forced_prefix(tmp_path, prompts, tiny_pair):
+    from divscope.decoding.policies import Base
+
+    out = tmp_path / "parts"
+    _cross_sample(prompts, tiny_pair, out, [Base()], n=1, force_prefix="w7")
+    next(out.glob("part-*.parquet")).unlink()
+    with pytest.raises(DivscopeError, match="runs"):
+        _cross_sample(prompts, tiny_pair, out, [Base()], n=1, force_prefix="w8", resume=True)
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"forced_policies": ["base"]}, "--forced-policies needs --force-prefix"),
+        ({"force_prefix": "w7", "forced_policies": ["rl"]}, "'rl' is not a policy of this run"),
+        ({"force_prefix": ""}, "--force-prefix is empty"),
+        ({"force_prefix": "   "}, "tokenizes to no token"),
+        ({"force_prefix": "w7 <eos>"}, r"holds id 2, a stop token"),
+    ],
+)
+def test_bad_forced_prefix(tmp_path, prompts, tiny_pair, kwargs, message):
+    from divscope.decoding.policies import Base
+
+    with pytest.raises(DivscopeError, match=message):
+        _cross_sample(prompts, tiny_pair, tmp_path / "r.parquet", [Base()], **kwargs)

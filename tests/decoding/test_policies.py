@@ -1,21 +1,28 @@
-"""Policy construction and its errors, and the --policies/--budgets strings that name them."""
+"""Policy construction and its errors, and what the new policies and the controls at their
+own sampling decode (`base-greedy`, `early`, `Base`/`RL` with a temperature and top-p)."""
 
 from __future__ import annotations
 
-import pytest
+from dataclasses import replace
 
-from divscope.decoding.calibration import Calibration, Gate
+import pytest
+import torch
+
+from divscope.decoding import DecodeConfig, Request, decode
 from divscope.decoding.policies import (
     POLICIES,
+    RL,
     Base,
-    EntropyGated,
+    BaseGreedy,
+    Early,
     Forward,
     Gated,
     RLReplace,
     build_policy,
 )
-from divscope.decoding.settings import parse_budgets, parse_policies
 from divscope.errors import DivscopeError
+from divscope.scoring.stats import StatsConfig, top1
+from tests.tinymodels import make_model
 
 
 @pytest.mark.parametrize(
@@ -37,10 +44,12 @@ def test_build_policy(name, params, expected):
         ("forward", {}, "needs --eps"),
         ("reverse", {"eps": None}, "needs --eps"),
         ("random", {}, "needs --rate"),
-        ("random", {"rate": 1.5}, r"--rate .* must be in \[0.0, 1.0\], got 1.5"),
+        ("random", {"rate": 1.5}, r"--rate must be in \[0.0, 1.0\], got 1.5"),
         ("mixture", {}, "needs --alpha"),
-        ("gated", {"tau": 1.0}, "needs --lam, or --calibration"),
-        ("gated", {"tau": 1.0, "lam": 1.0, "window": 0}, "--window must be >= 1"),
+        ("gated", {"tau": 1.0}, "needs --gate-lam, or --calibration"),
+        ("entropy", {"lam": 1.0}, "needs --entropy-tau, or --calibration"),
+        ("gated", {"tau": 1.0, "lam": 1.0, "window": 0}, "--gate-window must be >= 1"),
+        ("early", {"share": -0.1}, r"--early-share must be in \[0.0, 1.0\]"),
     ],
 )
 def test_build_policy_errors(name, params, message):
@@ -50,42 +59,83 @@ def test_build_policy_errors(name, params, message):
 
 def test_every_policy_is_registered():
     assert list(POLICIES) == [
-        "base", "rl", "forward", "reverse", "random", "rl-replace", "gated", "entropy",
-        "mixture", "rast",
+        "base", "rl", "forward", "reverse", "random", "early", "rl-replace", "base-greedy",
+        "gated", "entropy", "mixture", "rast",
     ]  # fmt: skip
 
 
+# ---------------------------------------------------------------- decoding with the new policies
+
+VOCAB = 44  # the tiny tokenizer's size; the tiny models' heads have 48 rows
+CONFIG = DecodeConfig(StatsConfig(temperature=1.0, top_p=0.7), max_new_tokens=12, batch_size=5)
+PROMPTS = {"a": (5, 6, 7), "b": (8,), "c": (9, 10, 11, 12, 13, 14), "d": (15, 16)}
+
+
+@pytest.fixture(scope="module")
+def models():
+    return {name: make_model("llama", vocab_size=48, seed=seed) for name, seed in
+            (("base", 0), ("rl", 1))}  # fmt: skip
+
+
+def _decode(models, policy, budget=-1, config=CONFIG):
+    requests = [Request(p, s, ids, budget) for p, ids in PROMPTS.items() for s in range(3)]
+    return requests, decode(models, requests, policy, config, vocab=VOCAB, eos_ids=[2])
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_base_greedy_emits_the_base_argmax_exactly_where_the_argmaxes_disagree(models):
+    requests, decoded = _decode(models, BaseGreedy())
+    disagreements = 0
+    for request, d in zip(requests, decoded, strict=True):
+        ids = torch.tensor([[*request.prompt_ids, *d.response_ids]])
+        start = len(request.prompt_ids) - 1  # logits at index prompt_len + t − 1 predict t
+        with torch.inference_mode():
+            argmax = {
+                name: top1(model(input_ids=ids).logits[0, start:-1, :VOCAB])
+                for name, model in models.items()
+            }  # [T] each
+        disagree = (argmax["base"] != argmax["rl"]).tolist()
+        assert d.switch_positions == [t for t, flag in enumerate(disagree) if flag]
+        for t in d.switch_positions:
+            assert d.response_ids[t] == argmax["base"][t]
+        disagreements += sum(disagree)
+    assert disagreements > 5
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_early_writes_exactly_the_first_budget_tokens_of_the_rl_control(models):
+    rl = [d.response_ids for d in _decode(models, RL())[1]]
+    base = [d.response_ids for d in _decode(models, Base())[1]]
+    for budget in (0, 1, 3, -1):
+        early = _decode(models, Early(), budget)[1]
+        for d, rl_ids in zip(early, rl, strict=True):
+            written = len(d.response_ids) if budget < 0 else min(budget, len(d.response_ids))
+            assert d.response_ids[:written] == rl_ids[:written]
+            assert d.switch_positions == list(range(written))
+        if budget == 0:
+            assert [d.response_ids for d in early] == base
+        if budget < 0:
+            assert [d.response_ids for d in early] == rl
+    assert rl != base
+
+
+@pytest.mark.usefixtures("one_thread")
+@pytest.mark.parametrize("control", [Base, RL])
+def test_a_control_at_its_own_sampling_samples_as_a_run_at_that_sampling(models, control):
+    own = _decode(models, control(temperature=0.6, top_p=0.95))[1]
+    run = replace(CONFIG, sampling=StatsConfig(temperature=0.6, top_p=0.95))
+    assert own == _decode(models, control(), config=run)[1]
+    assert own != _decode(models, control())[1]
+
+
 @pytest.mark.parametrize(
-    "text,expected", [("0,1,2,-1", (0, 1, 2, -1)), ("4", (4,)), (" 0, 8 ", (0, 8))]
+    "share,n_base,budget", [(0.1, 30, 3), (0.5, 7, 4), (0.0, 10, 0), (1.0, 10, 10), (0.3, 0, 0)]
 )
-def test_parse_budgets(text, expected):
-    assert parse_budgets(text) == expected
+def test_early_share_budget_is_the_ceiling_of_the_share_of_the_base_length(share, n_base, budget):
+    assert Early(share=share).budget_for(n_base) == budget
+    assert not Early(share=share).budgeted and Early().budgeted
 
 
-@pytest.mark.parametrize("text", ["", "1,,2", "a,b", "1.5", "-2"])
-def test_parse_budgets_errors(text):
-    with pytest.raises(DivscopeError, match="--budgets"):
-        parse_budgets(text)
-
-
-def test_parse_policies(tmp_path):
-    path = tmp_path / "gate.json"
-    gates = {"gated": Gate(tau=2.0, lam=1.5), "entropy": Gate(tau=0.5, lam=3.0)}
-    Calibration(rate=0.1, window=8, gates=gates, n_tokens=10, source="t").to_json(path)
-    policies = parse_policies(
-        " base, rl-replace,gated,entropy ", lam=2.5, calibration=path, replace_top_p=0.9
-    )
-    assert policies == [
-        Base(),
-        RLReplace(temperature=0.6, top_p=0.9),
-        Gated(tau=2.0, lam=2.5, window=8),
-        EntropyGated(tau=0.5, lam=2.5, window=8),
-    ]
-
-
-@pytest.mark.parametrize(
-    "text,message", [("base,rl,base", "a policy appears twice"), ("forward", "needs --eps")]
-)
-def test_parse_policies_errors(text, message):
-    with pytest.raises(DivscopeError, match=message):
-        parse_policies(text)
+def test_controls_record_only_the_sampling_they_set():
+    assert Base().params() == {} and repr(RL()) == "RL()"
+    assert RL(temperature=0.6, top_p=0.95).params() == {"temperature": 0.6, "top_p": 0.95}

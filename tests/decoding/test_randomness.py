@@ -65,3 +65,46 @@ def test_inverse_cdf_samples_the_renormalized_nucleus(top_p, temperature):
     observed = torch.bincount(picks, minlength=30).double() / draws
     assert set(picks.unique().tolist()) <= set(kept.tolist())
     torch.testing.assert_close(observed, expected, atol=0.01, rtol=0)
+
+
+def test_the_streams_keep_their_values():
+    """A new stream never renumbers an old one: every result written with a seed stays."""
+    assert [int(s) for s in Stream] == [0, 1, 2, 3]
+    assert Stream.PRIMARY == 3
+    one = ["p"], [0], 50
+    streams = [uniforms(0, *one, stream)[0] for stream in Stream]
+    assert all(not np.array_equal(a, b) for i, a in enumerate(streams) for b in streams[i + 1 :])
+
+
+def test_identity_swap_rate_coupled_and_independent():
+    """The issue's example: base [A .5, B .3, C .2], RL [B .5, A .3, C .2]. Coupled (one
+    uniform, inverse CDF over each model's order) they draw the same token only for u in
+    [.8, 1), where both pick C: 0.20. Drawn independently: Σ p_b p_r = .5·.3 + .3·.5 + .2·.2
+    = 0.34."""
+    top_p = StatsConfig(top_p=1.0)
+    base = truncate(torch.log(torch.tensor([[0.5, 0.3, 0.2]])), top_p)  # ids A=0, B=1, C=2
+    rl = truncate(torch.log(torch.tensor([[0.3, 0.5, 0.2]])), top_p)
+
+    def draws(dist, u: torch.Tensor) -> torch.Tensor:
+        n = u.shape[0]
+        rows = type(dist)(
+            ids=dist.ids.expand(n, -1),
+            sorted_probs=dist.sorted_probs.expand(n, -1),
+            probs=dist.probs.expand(n, -1),
+            nucleus=type(dist.nucleus)(*(t.expand(n) for t in vars(dist.nucleus).values())),
+        )
+        return inverse_cdf(rows, u)
+
+    grid = (torch.arange(10_000, dtype=torch.float64) + 0.5) / 10_000  # a fine grid of u
+    coupled = (draws(base, grid) == draws(rl, grid)).double().mean()
+    assert abs(float(coupled) - 0.20) < 1e-3
+    fine = (torch.arange(1_000, dtype=torch.float64) + 0.5) / 1_000
+    u_base, u_rl = torch.cartesian_prod(fine, fine).unbind(-1)  # independent pairs of uniforms
+    independent = (draws(base, u_base) == draws(rl, u_rl)).double().mean()
+    assert abs(float(independent) - (0.5 * 0.3 + 0.3 * 0.5 + 0.2 * 0.2)) < 1e-3  # 0.34
+    # The decoder's two streams are such independent uniforms.
+    n = 20_000
+    u_sample = uniforms(0, ["x"] * n, list(range(n)), 1, Stream.SAMPLE)[:, 0]
+    u_primary = uniforms(0, ["x"] * n, list(range(n)), 1, Stream.PRIMARY)[:, 0]
+    same = draws(base, torch.from_numpy(u_primary)) == draws(rl, torch.from_numpy(u_sample))
+    assert abs(float(same.double().mean()) - 0.34) < 0.015

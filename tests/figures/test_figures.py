@@ -36,10 +36,22 @@ LABELS = {
     "token_profile": ("percentile of occurrences (%)", "JS divergence, top-p (nats)"),
     "failure_roc": ("false-positive rate", "true-positive rate"),
     "compare_sparsity": ("percentile of tokens (%)", "JS divergence, top-p (nats)"),
+    "compare_positional_profile": ("relative position", "JS divergence, top-p (nats)"),
+    "compare_entropy": ("entropy of the next-token distribution (nats)", "density (1/nat)"),
+    "compare_topk_overlap": ("k (size of each model's top-k set)", "shared top-k tokens (%)"),
+    "compare_rank_reordering": ("rank of the rl token under the base model", "divergent positions"),
+    "compare_tail_promotion": ("base probability of the fine-tuned top-1", "base p < x (%)"),
     "evolution": ("RL training step", "JS divergence, top-p (nats)"),
     "cross_sampling_curves": ("intervention budget", "accuracy (mean@n, %)"),
-    "takeover_knee": ("taken-over tokens (% of generated tokens)", "accuracy (mean@n, %)"),
+    "takeover_knee": ("mean takeover rate ρ̄", "accuracy (mean@n, %)"),
+    "threshold_sensitivity": ("switch threshold ε (JS)", "effective / total switches (%)"),
+    "token_pairs": ("share of its", "primary → intervener"),
 }
+
+
+CROSS_SAMPLE_FIGURES = (
+    "cross_sampling_curves", "takeover_knee", "threshold_sensitivity", "token_pairs",
+)  # fmt: skip
 
 
 def assert_labelled(figure: Figure) -> None:
@@ -55,11 +67,12 @@ def assert_labelled(figure: Figure) -> None:
 @pytest.mark.parametrize("name", list(LABELS))
 def test_figure_renders_with_labelled_axes(name, tokens, results, checkpoints, tmp_path):
     options = {"n_boot": 50} if name in ("cross_sampling_curves", "takeover_knee") else {}
+    cross_sample = [name for name in LABELS if name in CROSS_SAMPLE_FIGURES]
+    pair = {"rl": tokens, "sft": synthetic_tokens(scale=0.2, seed=5)}
     data = {
-        "compare_sparsity": {"rl": tokens, "sft": synthetic_tokens(scale=0.2, seed=5)},
+        **{figure: pair for figure in LABELS if figure.startswith("compare_")},
         "evolution": checkpoints,
-        "cross_sampling_curves": results,
-        "takeover_knee": results,
+        **dict.fromkeys(cross_sample, results),
     }.get(name, tokens)
     figure = getattr(figures, name)(data, **options)
     assert isinstance(figure, Figure)
@@ -72,12 +85,17 @@ def test_figure_renders_with_labelled_axes(name, tokens, results, checkpoints, t
     assert y_label in first.get_ylabel()
 
 
-def test_wordclouds_are_titled_images(tokens):
+def test_wordclouds_are_titled_panels_of_words(tokens):
     figure = figures.wordclouds(tokens)
     titles = [axes.get_title(loc="left") for axes in figure.axes]
     assert titles[0].startswith("(a) high divergence, JS > 0.1")
     assert titles[1].startswith("(b) low divergence, JS < 0.01")
-    assert all(axes.images for axes in figure.axes)
+    frequencies = analyses.word_frequencies(tokens, top=60)
+    n_high = frequencies.filter(group="high").height
+    assert figure.axes[0].get_title(loc="right").startswith(f"{n_high} most frequent words\n")
+    words = {text.get_text() for axes in figure.axes for text in axes.texts}
+    expected = frequencies["word"].to_list()
+    assert words == set(expected)  # every word fits in the synthetic table's small vocabulary
 
 
 def test_figures_draw_into_given_axes(tokens):
@@ -171,9 +189,7 @@ def test_cross_sampling_curves_draw_one_labelled_line_per_setting(results):
         if line.get_label().startswith("forward")
     }
     assert sorted(lines) == ["forward (eps 0.01)", "forward (eps 0.05)"]
-    curve = analyses.cross_sampling_curve(
-        analyses.pooled_controls(pl.concat([forward, second])), n_boot=20
-    )
+    curve = analyses.cross_sampling_curve(pl.concat([forward, second]), n_boot=20)
     for eps in (0.01, 0.05):
         expected = curve.filter(policy="forward", eps=eps)
         expected = expected.sort(pl.col("budget").replace(-1, 99))["accuracy"].to_list()
@@ -186,6 +202,61 @@ def test_takeover_knee_marks_the_knee(results):
     figure = figures.takeover_knee(results, n_boot=20)
     labels = [line.get_label() for line in figure.axes[0].lines]
     assert any(label.startswith("knee: ") for label in labels)
+
+
+def test_takeover_knee_sits_on_the_mean_takeover_rate(results):
+    knee = analyses.takeover_knee(results, n_boot=20, recovery_at=4)
+    figure = figures.takeover_knee(results, n_boot=20, recovery_at=4)
+    (line,) = [line for line in figure.axes[0].lines if line.get_label() == "gated takeover"]
+    assert list(line.get_xdata()) == pytest.approx(knee.curve["rho_mean"].to_list())
+    assert list(line.get_ydata()) == pytest.approx(knee.curve["pass_at_k"].to_list())
+    assert figure.axes[0].get_ylabel() == "pass@4 (%)"
+
+
+def test_cross_sampling_curves_draw_the_controls_of_each_sampling(results):
+    forward = results.filter(pl.col("policy").is_in(["base", "rl", "forward"]))
+    runs = pl.concat(
+        [
+            forward.with_columns(temperature=pl.lit(1.0), top_p=pl.lit(0.7)),
+            forward.with_columns(
+                temperature=pl.lit(0.6), top_p=pl.lit(0.95), correct=~pl.col("correct")
+            ),
+        ]
+    )
+    figure = figures.cross_sampling_curves(runs, n_boot=20, recovery_at=2)
+    controls = sorted(
+        line.get_label() for line in figure.axes[0].lines if "model" in line.get_label()
+    )
+    assert len(controls) == 4
+    assert sum("T 0.6, top-p 0.95" in label for label in controls) == 2
+    assert sum("T 1, top-p 0.7" in label for label in controls) == 2
+    assert figure.axes[0].get_ylabel() == "pass@2 (%)"
+
+
+def test_token_pairs_draw_the_busiest_setting(results):
+    figure = figures.token_pairs(results, top=5)
+    pairs = analyses.switch_pairs(results, policy="forward", top=5)
+    busiest = pairs.sort("n_switches", descending=True)["budget"][0]
+    expected = pairs.filter(budget=busiest)
+    bars = [patch.get_width() for patch in figure.axes[0].patches]
+    assert bars == pytest.approx(expected["pair_share"].to_list())
+    labels = [t.get_text() for t in figure.axes[0].get_yticklabels()]
+    first = expected.row(0, named=True)
+    assert labels[0] == f"{first['primary_token']!r} → {first['token']!r}"
+    with pytest.raises(DivscopeError, match="no effective switch of policy 'base'"):
+        figures.token_pairs(results, policy="base")
+
+
+def test_threshold_sensitivity_draws_both_draws(results):
+    figure = figures.threshold_sensitivity(results)
+    table = analyses.threshold_sensitivity(results).filter(policy="gated").sort("eps")
+    lines = {line.get_label(): line for line in figure.axes[0].lines}
+    assert list(lines["gated"].get_ydata()) == pytest.approx(table["effective_ratio"].to_list())
+    assert list(lines["_gated, independent"].get_ydata()) == pytest.approx(
+        table["effective_independent_ratio"].to_list()
+    )
+    with pytest.raises(DivscopeError, match="no setting has an eps"):
+        figures.threshold_sensitivity(results.filter(pl.col("eps").is_null()))
 
 
 def test_token_profile_needs_a_present_word(tokens):

@@ -1,9 +1,12 @@
-"""write_figures and `divscope.plot`: what is written, what is skipped and why, atomic output."""
+"""write_figures: what is written, what is skipped and why, atomic output, the papers' sections
+and their metrics, JS thresholds refused or carried to another metric."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+from divscope import analyses
 from divscope.errors import DivscopeError
 from divscope.figures import gallery
 from divscope.figures.gallery import FIGURES, PlotInputs, write_figures
@@ -70,7 +73,8 @@ def test_an_interrupted_run_leaves_no_output(tokens, tmp_path, monkeypatch):
     def interrupted(inputs):
         raise KeyboardInterrupt
 
-    monkeypatch.setitem(FIGURES, "lorenz", gallery.FigureSpec("lorenz", "tokens", "", interrupted))
+    spec = gallery.FigureSpec("lorenz", "tokens", "takeover", "", interrupted)
+    monkeypatch.setitem(FIGURES, "lorenz", spec)
     with pytest.raises(KeyboardInterrupt):
         write_figures(PlotInputs(tokens), tmp_path / "out", names=["percentile_curve", "lorenz"])
     assert list(tmp_path.iterdir()) == []
@@ -88,3 +92,106 @@ def test_bad_names_and_formats(tokens, tmp_path, names, formats, message):
     with pytest.raises(DivscopeError, match=message):
         write_figures(PlotInputs(tokens), tmp_path / "out", names=names, formats=formats)
     assert not (tmp_path / "out").exists()
+
+
+TAKEOVER_FIGURES = {"lorenz", "early_density", "failure_roc", "takeover_knee"}
+CORE_FIGURES = {
+    "divergence_histogram", "percentile_curve", "positional_profile", "entropy_by_divergence",
+    "wordclouds", "token_trajectory", "topk_overlap", "tail_promotion", "rank_reordering",
+    "token_profile", "compare_sparsity", "compare_positional_profile", "compare_entropy",
+    "compare_topk_overlap", "compare_rank_reordering", "compare_tail_promotion", "evolution",
+    "cross_sampling_curves",
+}  # fmt: skip
+
+
+def test_each_figure_belongs_to_its_papers_section():
+    sections = {name: spec.section for name, spec in FIGURES.items()}
+    assert {n for n in TAKEOVER_FIGURES if sections[n] == "takeover"} == TAKEOVER_FIGURES
+    assert {n for n in CORE_FIGURES if sections[n] == "core"} == CORE_FIGURES
+    assert set(sections.values()) <= set(gallery.SECTIONS)
+    # Only the core paper's figures carry JS thresholds; the takeover paper ranks tokens.
+    assert all(not FIGURES[n].js_thresholds for n in TAKEOVER_FIGURES)
+    assert FIGURES["topk_overlap"].js_thresholds == (0.0, 0.01, 0.05, 0.1, 0.2)
+    assert FIGURES["wordclouds"].js_thresholds == (0.01, 0.1)
+    with pytest.raises(ValueError, match="section must be one of"):
+        gallery.FigureSpec("x", "tokens", "paper", "caption", lambda inputs: None)
+
+
+@pytest.mark.parametrize("section", ["core", "takeover"])
+def test_a_figure_is_drawn_on_its_sections_metric(tokens, section):
+    seen = []
+
+    def spy(data, *, metric, threshold=0.1, seed=0):
+        seen.append((metric, threshold, seed))
+
+    spec = gallery._table_figure("spy", "tokens", section, "", spy, seed="seed")
+    spec.draw(PlotInputs(tokens, seed=3))
+    spec.draw(PlotInputs(tokens, core_metric="kl_rl_base", takeover_metric="kl_rl_base"))
+    default = "js" if section == "core" else "ce_base_rl"
+    assert seen == [(default, 0.1, 3), ("kl_rl_base", 0.1, 0)]
+
+
+def test_takeover_figures_are_drawn_on_ce_and_core_ones_on_js_by_default(tokens):
+    inputs = PlotInputs(tokens)
+    lorenz = FIGURES["lorenz"].draw(inputs)
+    gini = analyses.lorenz(tokens, "ce_base_rl").gini
+    assert any(line.get_label() == f"CE: Gini = {gini:.3f}" for line in lorenz.axes[0].lines)
+    early = FIGURES["early_density"].draw(inputs)
+    legend = [text.get_text() for text in early.axes[0].get_legend().get_texts()]
+    assert "top 1% by CE" in legend
+    curve = FIGURES["percentile_curve"].draw(inputs)
+    assert curve.axes[0].get_ylabel() == "JS divergence, top-p (nats)"
+    overridden = PlotInputs(tokens, core_metric="kl_rl_base", takeover_metric="kl_rl_base")
+    curve = FIGURES["percentile_curve"].draw(overridden)
+    assert curve.axes[0].get_ylabel() == "KL(RL ‖ base) (nats)"
+
+
+def test_js_thresholds_on_another_core_metric_are_refused(tokens, tmp_path):
+    names = ["topk_overlap", "wordclouds", "percentile_curve", "lorenz"]
+    inputs = PlotInputs(tokens, core_metric="ce_base_rl")
+    report = write_figures(inputs, tmp_path / "out", names=names, formats=["png"])
+    assert list(report.written) == ["percentile_curve", "lorenz"]
+    reason = report.skipped["topk_overlap"]
+    assert reason.startswith("its thresholds (0, 0.01, 0.05, 0.1, 0.2) are JS values in nats")
+    assert "would be applied to ce_base_rl" in reason and "--rescale-thresholds" in reason
+    assert "(0.01, 0.1)" in report.skipped["wordclouds"]
+    with pytest.raises(DivscopeError, match="are JS values in nats"):
+        FIGURES["topk_overlap"].draw(inputs)
+    # js_full is on the JS scale: its thresholds apply as they are.
+    inputs = PlotInputs(tokens, core_metric="js_full")
+    report = write_figures(inputs, tmp_path / "full", names=["topk_overlap"], formats=["png"])
+    assert list(report.written) == ["topk_overlap"]
+
+
+def test_rescaled_thresholds_are_carried_at_equal_quantiles(tokens, tmp_path):
+    inputs = PlotInputs(tokens, core_metric="ce_base_rl", rescale_thresholds=True)
+    thresholds = FIGURES["topk_overlap"].js_thresholds
+    carried = analyses.matched_thresholds(tokens, "ce_base_rl", thresholds)
+    figure = FIGURES["topk_overlap"].draw(inputs)
+    labels = [line.get_label().split(" (")[0] for line in figure.axes[0].lines]
+    assert labels == [f"CE > {m.value:g}" for m in carried]
+    # The same shares of tokens as on JS: the analysis on CE at the carried values counts what
+    # the analysis on JS counts at the paper's.
+    on_ce = analyses.topk_overlap(tokens, "ce_base_rl", thresholds=[m.value for m in carried])
+    on_js = analyses.topk_overlap(tokens, "js", thresholds=thresholds)
+    assert np.array_equal(on_ce["count"].to_numpy(), on_js["count"].to_numpy())
+    write_figures(inputs, tmp_path / "out", names=["topk_overlap"], formats=["png"])
+    index = (tmp_path / "out" / "index.md").read_text()
+    m = carried[3]
+    assert f"{m.threshold:g} → {m.value:.4g} ({m.share_above:.2%} of tokens above)" in index
+
+
+def test_index_lists_the_figures_under_one_heading_per_paper(tokens, tmp_path):
+    names = ["lorenz", "percentile_curve", "compare_sparsity"]
+    write_figures(PlotInputs(tokens), tmp_path / "out", names=names, formats=["png"])
+    index = (tmp_path / "out" / "index.md").read_text()
+    core = index.index("## Core paper: Sparse but Critical (Meng et al., ICLR 2026), on `js`")
+    takeover = index.index("## Takeover paper: Reasoning Can Be Restored by Correcting a Few")
+    skipped = index.index("## Skipped")
+    assert core < index.index("### percentile_curve") < takeover
+    assert takeover < index.index("### lorenz") < skipped
+    assert "), on `ce_base_rl`" in index[takeover:]
+    assert "Lorenz curve of the CE mass" in index and "JS at each percentile" in index
+    write_figures(PlotInputs(tokens), tmp_path / "core", names=["percentile_curve"])
+    index = (tmp_path / "core" / "index.md").read_text()
+    assert "No figure of this paper was drawn (see Skipped)." in index

@@ -1,0 +1,126 @@
+"""cross_sample_report and curve_text: every part the data allow, printed and JSON-ready."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+from divscope.analyses import (
+    cross_sample_report,
+    cross_sampling_curve,
+    curve_text,
+    setting_difference,
+    to_jsonable,
+)
+from divscope.schema import CROSS_SAMPLE, CROSS_SAMPLE_PARAMS
+
+SETTINGS = [
+    # policy, eps, temperature, top_p, force_prefix, outcomes of prompts a and b
+    ("base", None, 1.0, 0.7, None, ("FF", "TF")),
+    ("rl", None, 1.0, 0.7, None, ("TT", "TT")),
+    ("base", None, 0.6, 0.95, None, ("TF", "FF")),
+    ("rl", None, 0.6, 0.95, None, ("TT", "TF")),
+    ("base", None, 0.6, 0.95, "Alright", ("TT", "FF")),
+    ("rl-replace", None, 0.6, 0.95, "Alright", ("TT", "TF")),
+    ("forward", 0.01, 1.0, 0.7, None, ("TT", "TF")),
+    ("forward", 0.1, 1.0, 0.7, None, ("TF", "TF")),
+    ("gated", None, 1.0, 0.7, None, ("TT", "TT")),
+]
+
+
+def full_results() -> pl.DataFrame:
+    """Results with every column of the contract: two prompts in two benchmarks, 2 samples."""
+    rows = []
+    for policy, eps, temperature, top_p, prefix, outcomes in SETTINGS:
+        switched = policy not in ("base", "rl")
+        for prompt, benchmark, letters in zip("ab", ("aime", "math"), outcomes, strict=True):
+            for sample, letter in enumerate(letters):
+                rows.append(
+                    {
+                        "prompt_id": prompt, "sample_id": sample, "policy": policy, "budget": -1,
+                        "eps": eps, "seed": 0, "response_ids": [1, 2, 3, 4],
+                        "response": rf"\boxed{{{1 if letter == 'T' else 2}}}", "n_tokens": 4,
+                        "n_switches": 2 if switched else 0, "n_effective": 1 if switched else 0,
+                        "switch_positions": [0, 2] if switched else [],
+                        "switch_primary_ids": [9, 3] if switched else [],
+                        "switch_primary_tokens": [" So", " x"] if switched else [],
+                        "switch_tokens": [" Wait", " x"] if switched else [],
+                        "n_effective_independent": 2 if switched else 0,
+                        "delta_cosine": None, "benchmark": benchmark, "finished": True,
+                        "correct": letter == "T", "temperature": temperature, "top_p": top_p,
+                        "force_prefix": prefix,
+                    }
+                )  # fmt: skip
+    return pl.DataFrame(rows, schema={**CROSS_SAMPLE, **CROSS_SAMPLE_PARAMS})
+
+
+DIFFERENCE = "policy=rl-replace,force_prefix=Alright - policy=base,force_prefix=Alright"
+
+
+def test_report_holds_every_part_the_data_allow():
+    results = full_results()
+    tokens = pl.DataFrame({"token": [" Wait", " the", " x", " y"]})
+    report = cross_sample_report(results, differences=[DIFFERENCE], tokens=tokens, n_boot=50)
+    assert report.curve.equals(cross_sampling_curve(results, n_boot=50))
+    assert report.curve_per_benchmark["benchmark"].unique().sort().to_list() == ["aime", "math"]
+    assert {"pass_at_k", "majority_at_k"} <= set(report.pass_at_k.columns)
+    expected = setting_difference(results, *DIFFERENCE.split(" - "), n_boot=50)
+    assert report.differences["difference"][0] == pytest.approx(expected.estimate)
+    assert "gated" in report.flips["policy"].to_list()
+    assert report.threshold_sensitivity["eps"].to_list() == [0.01, 0.1]
+    assert report.switch_pairs.select("primary_token", "token").unique().rows() == [
+        (" So", " Wait")
+    ]
+    assert report.takeover_planning["enrichment"][0] == pytest.approx(0.5 / 0.25)
+    assert report.knee is not None and report.knee.knee_index is None  # one gated setting
+    assert report.delta_alignment is None
+    assert report.notes == ()
+    json.dumps(to_jsonable(report))
+
+
+def test_report_text_has_a_section_per_part():
+    text = cross_sample_report(full_results(), differences=[DIFFERENCE], n_boot=20).to_text()
+    for heading in (
+        "reference: the matched `rl` control",
+        "Per benchmark:",
+        "pass@k and majority@k:",
+        "Differences (mean@n, points):",
+        "Flips against the matched base control:",
+        "Threshold sensitivity",
+        "Switched token pairs (primary -> emitted):",
+        "Planning words in the takeover set:",
+        "Takeover knee of `gated`: none",
+        "note: takeover planning: no token table given",
+    ):
+        assert heading in text, heading
+
+
+def test_report_notes_what_old_results_lack():
+    old = full_results().select(
+        "prompt_id", "policy", "budget", "eps", "correct", "n_tokens", "n_switches", "n_effective"
+    )
+    report = cross_sample_report(old, recovery_at=2, n_boot=10)
+    assert report.switch_pairs is None and report.flips is None and report.pass_at_k is not None
+    assert any(note.startswith("flips skipped") for note in report.notes)
+    assert any(note.startswith("switch pairs skipped") for note in report.notes)
+    assert "on pass@2" in report.to_text()
+
+
+def test_curve_text_shows_sampling_only_where_it_differs():
+    text = curve_text(cross_sampling_curve(full_results(), n_boot=10))
+    header, *rows = text.splitlines()
+    assert header.split()[:4] == ["policy", "setting", "T", "top-p"]
+    assert "eff. indep." in header
+    base = [r.split()[1:4] for r in rows if r.startswith("base")]
+    assert base == [
+        ["force_prefix=Alright", "0.6", "0.95"],
+        ["force_prefix=none", "0.6", "0.95"],
+        ["force_prefix=none", "1", "0.7"],
+    ]
+    replace = next(r for r in rows if r.startswith("rl-replace"))
+    assert replace.split()[1:4] == ["-", "0.6", "0.95"]
+    one_sampling = full_results().filter(pl.col("temperature") == 1.0)
+    header = curve_text(cross_sampling_curve(one_sampling, n_boot=10)).splitlines()[0]
+    assert "top-p" not in header

@@ -1,0 +1,177 @@
+"""The --policy, --eps and --budgets strings: per-policy parameters, calibrated values and the
+refusal to override them silently, the eps sweep, and the controls run at every sampling."""
+
+from __future__ import annotations
+
+import pytest
+
+from divscope.decoding.calibration import Calibration, Gate
+from divscope.decoding.policies import (
+    RL,
+    Base,
+    BaseGreedy,
+    Early,
+    EntropyGated,
+    Forward,
+    Gated,
+    Rast,
+    Reverse,
+    RLReplace,
+)
+from divscope.decoding.settings import parse_budgets, parse_eps, parse_names, parse_policies
+from divscope.errors import DivscopeError
+
+REPLACED = {"temperature": 0.6, "top_p": 0.95}
+
+
+@pytest.fixture
+def calibration(tmp_path):
+    path = tmp_path / "gate.json"
+    gates = {"gated": Gate(tau=2.0, lam=1.5), "entropy": Gate(tau=0.5, lam=3.0)}
+    Calibration(rate=0.1, window=8, gates=gates, n_tokens=10, source="t").to_json(path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "text,expected", [("0,1,2,-1", (0, 1, 2, -1)), ("4", (4,)), (" 0, 8 ", (0, 8))]
+)
+def test_parse_budgets(text, expected):
+    assert parse_budgets(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "1,,2", "a,b", "1.5", "-2"])
+def test_parse_budgets_errors(text):
+    with pytest.raises(DivscopeError, match="--budgets"):
+        parse_budgets(text)
+
+
+@pytest.mark.parametrize(
+    "text,expected", [("0.05", (0.05,)), ("0.01, 0.05,0.1", (0.01, 0.05, 0.1)), ("-1", (-1.0,))]
+)
+def test_parse_eps(text, expected):
+    assert parse_eps(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text,message", [("", "expected a number"), ("0.1,x", "expected a number"),
+                     ("0.1,0.1", "appears twice")]
+)  # fmt: skip
+def test_parse_eps_errors(text, message):
+    with pytest.raises(DivscopeError, match=message):
+        parse_eps(text)
+
+
+def test_parse_names():
+    assert parse_names(" base, rl-replace,,gated ") == ["base", "rl-replace", "gated"]
+
+
+def test_each_policy_takes_its_own_flags():
+    policies = parse_policies(
+        "gated,entropy,rast,early,forward,reverse",
+        eps=(0.01, 0.1), early_share=0.25, rast_lam=2.0,
+        gate_tau=1.0, gate_lam=1.5, gate_window=4,
+        entropy_tau=0.3, entropy_lam=2.5, entropy_window=6,
+    )  # fmt: skip
+    assert policies == [
+        Gated(tau=1.0, lam=1.5, window=4),
+        EntropyGated(tau=0.3, lam=2.5, window=6),
+        Rast(lam=2.0),
+        Early(share=0.25),
+        Forward(eps=0.01),
+        Forward(eps=0.1),
+        Reverse(eps=0.01),
+        Reverse(eps=0.1),
+    ]
+
+
+def test_one_eps_and_the_defaults():
+    policies = parse_policies("forward,rast,early,entropy", eps=0.05, entropy_tau=1.0,
+                              entropy_lam=2.0)  # fmt: skip
+    assert policies == [Forward(eps=0.05), Rast(lam=1.0), Early(), EntropyGated(1.0, 2.0, 16)]
+
+
+def test_calibrated_values_fill_what_is_not_given(calibration):
+    policies = parse_policies(" base, rl-replace,gated,entropy ", calibration=calibration,
+                              replace_top_p=0.9)  # fmt: skip
+    assert policies == [
+        Base(),
+        Base(temperature=0.6, top_p=0.9),
+        RLReplace(temperature=0.6, top_p=0.9),
+        Gated(tau=2.0, lam=1.5, window=8),
+        EntropyGated(tau=0.5, lam=3.0, window=8),
+        RL(temperature=0.6, top_p=0.9),
+    ]
+
+
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        ({"gate_lam": 1.0}, "--gate-lam 1.0 replaces the value 1.5 that --calibration"),
+        ({"entropy_tau": 0.7}, "--entropy-tau 0.7 replaces the value 0.5"),
+        ({"gate_window": 4}, "--gate-window 4 replaces the value 8"),
+    ],
+)
+def test_a_flag_that_replaces_a_calibrated_value_is_refused(calibration, flags, message):
+    with pytest.raises(DivscopeError, match=message) as error:
+        parse_policies("gated,entropy", calibration=calibration, **flags)
+    assert "--override-calibration" in str(error.value)
+
+
+def test_override_calibration_applies_the_flag_with_a_note(calibration, capsys):
+    policies = parse_policies(
+        "gated,entropy", calibration=calibration, gate_lam=1.0, override_calibration=True
+    )
+    assert policies == [Gated(tau=2.0, lam=1.0, window=8), EntropyGated(0.5, 3.0, 8)]
+    notes = capsys.readouterr().err.splitlines()
+    assert notes == [
+        f"note: --gate-lam 1.0 replaces the value 1.5 that --calibration {calibration} "
+        "calibrated for 'gated' (--override-calibration)."
+    ]
+
+
+def test_a_flag_equal_to_the_calibrated_value_replaces_nothing(calibration):
+    assert parse_policies("gated", calibration=calibration, gate_tau=2.0) == [Gated(2.0, 1.5, 8)]
+
+
+def test_a_flag_of_a_policy_that_is_not_calibrated_is_not_refused(calibration):
+    assert parse_policies("rast", calibration=calibration, rast_lam=3.0) == [Rast(lam=3.0)]
+
+
+@pytest.mark.parametrize(
+    "text,kwargs,expected",
+    [
+        # rl-replace alone brings both controls at its own sampling.
+        ("rl-replace", {}, [RLReplace(), Base(**REPLACED), RL(**REPLACED)]),
+        ("base-greedy", {}, [BaseGreedy(), Base(**REPLACED), RL(**REPLACED)]),
+        # listed controls run at the run's sampling and at rl-replace's.
+        (
+            "base,rl,forward,rl-replace,base-greedy",
+            {"eps": 0.1},
+            [Base(), Base(**REPLACED), RL(), RL(**REPLACED), Forward(eps=0.1), RLReplace(),
+             BaseGreedy()],
+        ),
+        # at the run's own sampling the controls are the run's (no parameters).
+        ("rl-replace", {"temperature": 0.6, "top_p": 0.95}, [RLReplace(), Base(), RL()]),
+        ("base,rl,forward", {"eps": 0.1}, [Base(), RL(), Forward(eps=0.1)]),
+    ],
+)  # fmt: skip
+def test_controls_run_at_every_sampling_of_the_run(text, kwargs, expected):
+    assert parse_policies(text, **kwargs) == expected
+
+
+@pytest.mark.parametrize(
+    "text,kwargs,message",
+    [
+        ("base,rl,base", {}, "a policy appears twice"),
+        ("forward", {}, "needs --eps"),
+        ("forward", {"eps": (0.1, 0.1)}, r"Forward\(eps=0.1\) appears twice"),
+        ("gated", {"gate_tau": 1.0}, "needs --gate-lam, or --calibration"),
+        ("entropy", {"entropy_tau": 1.0, "entropy_lam": 1.0, "entropy_window": 0},
+         "--entropy-window must be >= 1"),
+        ("early", {"early_share": 1.5}, r"--early-share must be in \[0.0, 1.0\]"),
+        ("base-greedy", {"replace_top_p": 0.0}, "--replace-top-p must be in"),
+    ],
+)  # fmt: skip
+def test_parse_policies_errors(text, kwargs, message):
+    with pytest.raises(DivscopeError, match=message):
+        parse_policies(text, **kwargs)
