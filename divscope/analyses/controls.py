@@ -41,13 +41,16 @@ Selector = Mapping[str, Any] | str
 
 
 def format_value(value: object) -> str:
-    """A setting value as labels and messages show it: floats in short form, null as `none`.
+    """A setting value as labels and messages show it: floats in short form, null as `none`,
+    a text with surrounding whitespace (a forced opening such as " Let") quoted.
 
-    >>> format_value(0.050), format_value(None), format_value(-1)
-    ('0.05', 'none', '-1')
+    >>> format_value(0.050), format_value(None), format_value(-1), format_value(" Let")
+    ('0.05', 'none', '-1', '" Let"')
     """
     if value is None:
         return "none"
+    if isinstance(value, str) and value != value.strip():
+        return '"' + value + '"'
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
