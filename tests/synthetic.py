@@ -136,8 +136,8 @@ def with_switches(results: pl.DataFrame, *, seed: int = 0) -> pl.DataFrame:
     """`results` with the switch columns of the contract, consistent with `n_switches` and
     `n_effective`: token ids over `WORDS`, switch positions, the primary model's draw (different
     from the emitted token at the first `n_effective` switches) and both tokens' text; an
-    independent draw differs at half of the other switches too. Its own generator leaves the
-    other columns as they were."""
+    independent draw differs at half of the other switches too; and a `delta_cosine` per token.
+    Its own generators leave the other columns as they were."""
     rng = np.random.default_rng([seed, 1])
     columns: dict[str, list] = {
         name: []
@@ -159,6 +159,13 @@ def with_switches(results: pl.DataFrame, *, seed: int = 0) -> pl.DataFrame:
         columns["switch_primary_tokens"].append([WORDS[i] for i in primary])
         columns["switch_tokens"].append([WORDS[i] for i in ids[positions]])
         columns["n_effective_independent"].append(effective + (switches - effective) // 2)
+    # A delta cosine per token (as `--delta-alignment` records), higher along RL-led policies,
+    # from a generator of its own so that the columns above stay as they were.
+    cosines = np.random.default_rng([seed, 2])
+    columns["delta_cosine"] = [
+        np.clip(cosines.normal(0.3 + 0.3 * (policy != "base"), 0.2, n_tokens), -1, 1).tolist()
+        for policy, n_tokens in results.select("policy", "n_tokens").iter_rows()
+    ]
     return results.with_columns(
         pl.Series(name, values, dtype=CROSS_SAMPLE[name]) for name, values in columns.items()
     )

@@ -17,8 +17,9 @@ CITATION = re.compile(r'docs/contracts\.md, "([^"]+)"')
 
 MODULES_WITH_EXAMPLES = [
     *(f"divscope.analyses.{name}" for name in (
-        "cross_sampling", "distribution", "evolution", "failure", "position", "sampling",
-        "shift", "stats", "summary", "tokens",
+        "alignment", "controls", "coverage", "cross_sample_report", "cross_sampling",
+        "distribution", "evolution", "failure", "flips", "position", "sampling", "shift",
+        "stats", "summary", "switches", "tokens",
     )),
     "divscope.generation",
     *(f"divscope.grading.{name}" for name in (

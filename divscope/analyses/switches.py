@@ -18,7 +18,7 @@ import polars.selectors as cs
 
 from divscope.analyses._frames import Frame, checked_lazy
 from divscope.analyses.controls import Settings
-from divscope.analyses.tokens import PLANNING_WORDS, _word_counts
+from divscope.analyses.tokens import PLANNING_WORDS, word_counts
 
 PAIR_COLUMNS: tuple[str, ...] = (
     "response_ids", "switch_positions", "switch_primary_ids", "switch_primary_tokens",
@@ -236,7 +236,7 @@ def takeover_planning(
     is_planning = pl.col("word").is_in(words)
     share_global = None
     if tokens is not None:
-        counts = _word_counts(
+        counts = word_counts(
             checked_lazy(tokens, ["token"], what="takeover_planning").select("token")
         )
         totals = counts.select(
@@ -252,7 +252,7 @@ def takeover_planning(
             .explode("token")
             .drop_nulls()
         )
-        counts = _word_counts(switched.lazy()).collect()
+        counts = word_counts(switched.lazy()).collect()
         n = int(counts["count"].sum())
         planning = int(counts.filter(is_planning)["count"].sum())
         share = planning / n if n else None

@@ -43,7 +43,7 @@ def normalized_token(column: str = "token") -> pl.Expr:
     )
 
 
-def _word_counts(lazy: pl.LazyFrame) -> pl.LazyFrame:
+def word_counts(lazy: pl.LazyFrame) -> pl.LazyFrame:
     """Counts per normalized word of the `token` column, normalizing each distinct token once."""
     return (
         lazy.group_by("token")
@@ -55,10 +55,10 @@ def _word_counts(lazy: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def _ranked_words(lazy: pl.LazyFrame) -> pl.LazyFrame:
-    """`_word_counts` without the empty word (pure whitespace), most frequent first, ties by
+    """`word_counts` without the empty word (pure whitespace), most frequent first, ties by
     word."""
     return (
-        _word_counts(lazy)
+        word_counts(lazy)
         .filter(pl.col("word") != "")
         .sort(["count", "word"], descending=[True, False])
     )
@@ -108,13 +108,13 @@ def planning_enrichment(
     lazy = checked_lazy(tokens, ["token", metric], what="planning_enrichment")
     lazy = lazy.select("token", metric).drop_nulls(metric)
     words = pl.Series(sorted({w.strip().lower() for w in lexicon}), dtype=pl.String)
-    counts = _word_counts(lazy).collect()
+    counts = word_counts(lazy).collect()
     n = int(counts["count"].sum())
     planning_all = int(counts.filter(pl.col("word").is_in(words.implode()))["count"].sum())
     n_top = top_count(n, top_share)
     top = lazy.select(pl.col("token").top_k_by(metric, n_top))
     planning_top = int(
-        _word_counts(top).collect().filter(pl.col("word").is_in(words.implode()))["count"].sum()
+        word_counts(top).collect().filter(pl.col("word").is_in(words.implode()))["count"].sum()
     )
     share_top = planning_top / n_top if n_top else float("nan")
     share_all = planning_all / n if n else float("nan")

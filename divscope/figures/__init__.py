@@ -12,6 +12,7 @@ every figure and writes them all (the `divscope plot` command).
 
 from divscope.figures.cross_sampling import (
     cross_sampling_curves,
+    delta_alignment,
     takeover_knee,
     threshold_sensitivity,
     token_pairs,
@@ -52,6 +53,7 @@ __all__ = [
     "compare_topk_overlap",
     "cross_sampling_curves",
     "divergence_histogram",
+    "delta_alignment",
     "early_density",
     "entropy_by_divergence",
     "evolution",

@@ -28,6 +28,7 @@ from divscope.figures.style import (
     RL_COLOR,
     SINGLE_COLUMN,
     SKY_BLUE,
+    YELLOW,
     figure_function,
     legend_below,
     panel_title,
@@ -47,6 +48,8 @@ POLICY_COLORS = {
     "random": GREY,
     "rl-replace": ORANGE,
     "gated": SKY_BLUE,
+    "rast": YELLOW,
+    "base": BASE_COLOR,
 }
 UNLIMITED = -1
 BANDS = "shaded: 95% problem-bootstrap intervals"
@@ -472,4 +475,64 @@ def token_pairs(
     axes.set_ylabel("primary → intervener")
     percent_axis(axes.xaxis, decimals=0)
     axes.grid(True, axis="x")
+    return figure
+
+
+@figure_function
+def delta_alignment(
+    results: Frame,
+    ax: Axes | None = None,
+    *,
+    bins: int = 20,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> Figure:
+    """RAST's delta alignment along the decoded responses: the cosine between the small pair's
+    logit delta (rast_rl − rast_base) and the large pair's (rl − base) over relative position,
+    one line per setting (e.g. `rast` and `base` trajectories), each labelled with its mean over
+    responses and a 95% problem-bootstrap interval (`analyses.delta_alignment`).
+
+    Args:
+        results: cross-sample results decoded with `--delta-alignment` (`delta_cosine`).
+        ax: axes to draw into (default: a new single-column figure).
+        bins: relative-position bins.
+        n_boot: bootstrap resamples of prompts.
+        seed: seed of the bootstrap.
+
+    Raises:
+        DivscopeError: no response has a `delta_cosine` (decode with `--delta-alignment`).
+    """
+    alignment = analyses.delta_alignment(results, bins=bins, n_boot=n_boot, seed=seed)
+    if alignment.summary.is_empty():
+        raise DivscopeError(
+            "delta_alignment: no `delta_cosine` in the cross-sample results; decode with "
+            "`divscope cross-sample --delta-alignment` and all four models (--base, --rl, "
+            "--rast-base, --rast-rl)."
+        )
+    summary = alignment.summary.with_columns(
+        analyses.setting_labels(alignment.summary, separator=" ")
+    )
+    keys = [c for c in ("policy", "budget", *SETTING_COLUMNS) if c in alignment.summary.columns]
+    # Room for one legend line per setting below the panel.
+    figure, (axes,) = panels(ax, height=2.4 + 0.16 * summary.height)
+    budgets = dict(summary.group_by("policy").agg(pl.col("budget").n_unique()).iter_rows())
+    for i, row in enumerate(summary.iter_rows(named=True)):
+        profile = alignment.profile.filter(_same_values(row, keys)).sort("bin_start")
+        budget = f" budget {_budget_label(row['budget'])}" if budgets[row["policy"]] > 1 else ""
+        name = f"{row['policy']}{budget} {row['setting']}".strip()
+        axes.plot(
+            profile["bin_start"] + 0.5 / bins,
+            profile["delta_cosine"],
+            color=POLICY_COLORS.get(row["policy"], BLACK),
+            marker=SETTING_MARKERS[i % len(SETTING_MARKERS)],
+            markersize=3,
+            label=f"{name}: {row['delta_cosine']:.2f} "
+            f"[{row['delta_cosine_low']:.2f}, {row['delta_cosine_high']:.2f}]",
+        )
+    axes.axhline(0, color=GREY, linewidth=0.6)
+    axes.set_xlim(0, 1)
+    axes.set_xlabel("relative position t/T")
+    axes.set_ylabel("cosine(small-pair Δ, large-pair Δ)")
+    axes.grid(True)
+    legend_below(axes, own_figure=ax is None, ncols=1, title="mean over responses [95% CI]")
     return figure

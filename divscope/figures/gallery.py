@@ -27,16 +27,17 @@ from matplotlib.figure import Figure
 
 from divscope import analyses, figures
 from divscope.analyses._frames import Frame
-from divscope.analyses.summary import CORE_PAPER, JS_METRICS, TAKEOVER_PAPER
+from divscope.analyses.summary import CORE_PAPER, JS_METRICS, RAST_PAPER, TAKEOVER_PAPER
 from divscope.defaults import CORE_METRIC, TAKEOVER_METRIC
 from divscope.errors import DivscopeError
 from divscope.figures.style import metric_symbol
 
 Need = Literal["tokens", "compare", "evolution", "cross_sample"]
-Section = Literal["core", "takeover"]
+Section = Literal["core", "takeover", "rast"]
 SECTIONS: dict[Section, str] = {
     "core": f"Core paper: {CORE_PAPER}",
     "takeover": f"Takeover paper: {TAKEOVER_PAPER}",
+    "rast": RAST_PAPER,
 }
 """Each section's heading in `index.md`, in the order it lists them."""
 FORMATS: tuple[str, ...] = ("png", "pdf", "svg")
@@ -83,8 +84,9 @@ class PlotInputs:
     )
 
     def metric_of(self, section: Section) -> str:
-        """The divergence column of `section`'s figures."""
-        return self.core_metric if section == "core" else self.takeover_metric
+        """The divergence column of `section`'s figures (RAST's figures read no token-table
+        metric: theirs is the core one, unused)."""
+        return self.takeover_metric if section == "takeover" else self.core_metric
 
     @property
     def tables(self) -> dict[str, Frame]:
@@ -338,6 +340,14 @@ FIGURES: dict[str, FigureSpec] = {
             "intervening model's token (Fig. 52).",
             lambda i: figures.token_pairs(i.cross_sample),
         ),
+        FigureSpec(
+            "delta_alignment", "cross_sample", "rast",
+            "Cosine between the small pair's logit delta (rast_rl − rast_base) and the large "
+            "pair's (rl − base) over relative position along each setting's decoded responses "
+            "(`--delta-alignment`; RAST's Fig. 4 measures it on RL trajectories), with each "
+            "setting's mean over responses and 95% problem-bootstrap interval.",
+            lambda i: figures.delta_alignment(i.cross_sample, n_boot=i.n_boot, seed=i.seed),
+        ),
     )
 }  # fmt: skip
 
@@ -512,7 +522,8 @@ def _index(
     if description:
         lines += [description, ""]
     for section, heading in SECTIONS.items():
-        lines += [f"## {heading}, on `{inputs.metric_of(section)}`", ""]
+        metric = f", on `{inputs.metric_of(section)}`" if section != "rast" else ""
+        lines += [f"## {heading}{metric}", ""]
         names = [name for name in written if FIGURES[name].section == section]
         if not names:
             lines += ["No figure of this paper was drawn (see Skipped).", ""]

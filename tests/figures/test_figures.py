@@ -46,11 +46,13 @@ LABELS = {
     "takeover_knee": ("mean takeover rate ρ̄", "accuracy (mean@n, %)"),
     "threshold_sensitivity": ("switch threshold ε (JS)", "effective / total switches (%)"),
     "token_pairs": ("share of its", "primary → intervener"),
+    "delta_alignment": ("relative position t/T", "cosine(small-pair Δ, large-pair Δ)"),
 }
 
 
 CROSS_SAMPLE_FIGURES = (
     "cross_sampling_curves", "takeover_knee", "threshold_sensitivity", "token_pairs",
+    "delta_alignment",
 )  # fmt: skip
 
 
@@ -66,7 +68,8 @@ def assert_labelled(figure: Figure) -> None:
 
 @pytest.mark.parametrize("name", list(LABELS))
 def test_figure_renders_with_labelled_axes(name, tokens, results, checkpoints, tmp_path):
-    options = {"n_boot": 50} if name in ("cross_sampling_curves", "takeover_knee") else {}
+    bootstrapped = ("cross_sampling_curves", "takeover_knee", "delta_alignment")
+    options = {"n_boot": 50} if name in bootstrapped else {}
     cross_sample = [name for name in LABELS if name in CROSS_SAMPLE_FIGURES]
     pair = {"rl": tokens, "sft": synthetic_tokens(scale=0.2, seed=5)}
     data = {
@@ -283,3 +286,29 @@ def test_no_statistics_in_figure_code():
             assert name not in STATISTICS or receiver == "analyses", (
                 f"{path.name}:{node.lineno} computes {name}(); add it to divscope.analyses"
             )
+
+
+def test_delta_alignment_draws_each_settings_profile_and_mean(results):
+    """One line per setting: its points are `analyses.delta_alignment`'s profile, its legend
+    label the mean over responses with the interval."""
+    chosen = results.filter(
+        (pl.col("policy") == "base")
+        | ((pl.col("policy") == "forward") & pl.col("budget").is_in([0, 1]))
+    )
+    alignment = analyses.delta_alignment(chosen, n_boot=20)
+    figure = figures.delta_alignment(chosen, n_boot=20)
+    lines = [line for line in figure.axes[0].get_lines() if line.get_label()[0] != "_"]
+    assert len(lines) == alignment.summary.height == 3  # base, forward at budgets 0 and 1
+    for line, row in zip(lines, alignment.summary.iter_rows(named=True), strict=True):
+        assert f"{row['delta_cosine']:.2f} [{row['delta_cosine_low']:.2f}" in line.get_label()
+        profile = alignment.profile.filter(
+            (pl.col("policy") == row["policy"]) & (pl.col("budget") == row["budget"])
+        ).sort("bin_start")
+        np.testing.assert_allclose(line.get_ydata(), profile["delta_cosine"].to_numpy())
+
+
+def test_delta_alignment_without_cosines_says_how_to_record_them(results):
+    with pytest.raises(DivscopeError, match="--delta-alignment"):
+        figures.delta_alignment(
+            results.with_columns(pl.lit(None, dtype=pl.List(pl.Float32())).alias("delta_cosine"))
+        )
