@@ -359,13 +359,14 @@ def threshold_sensitivity(results: Frame, ax: Sequence[Axes] | None = None) -> F
         ax: two axes (default: a new double-column figure).
 
     Raises:
-        DivscopeError: no setting has an `eps`.
+        DivscopeError: no setting was run at more than one `eps` (nothing to sweep).
     """
     table = analyses.threshold_sensitivity(results)
-    if table.is_empty():
+    swept = {len(set(table.filter(policy=p)["eps"])) for p in table["policy"]}
+    if max(swept, default=0) < 2:
         raise DivscopeError(
-            "threshold_sensitivity: no setting has an eps; run divscope cross-sample with "
-            "--policy forward and several --eps (e.g. --eps 0.01,0.05,0.1)."
+            "threshold_sensitivity: no policy was run at several eps; run divscope cross-sample "
+            "with --policy forward and several --eps (e.g. --eps 0.01,0.05,0.1)."
         )
     figure, (ratios, accuracy) = panels(ax, 2, width=DOUBLE_COLUMN, height=2.5)
     others = [
@@ -460,7 +461,7 @@ def token_pairs(
     )
     rows = pairs.filter(_same_values(busiest, keys))
     figure, (axes,) = panels(ax, height=0.6 + 0.17 * rows.height)
-    labels = [f"{a!r} → {b!r}" for a, b in zip(rows["primary_token"], rows["token"], strict=True)]
+    labels = [f"'{a}' → '{b}'" for a, b in zip(rows["primary_token"], rows["token"], strict=True)]
     y = np.arange(rows.height)[::-1]
     axes.barh(y, rows["pair_share"], color=POLICY_COLORS.get(chosen, BLACK), height=0.7)
     axes.set_yticks(y, labels, fontfamily="monospace", fontsize=6.5)
@@ -515,7 +516,7 @@ def delta_alignment(
     keys = [c for c in ("policy", "budget", *SETTING_COLUMNS) if c in alignment.summary.columns]
     # Room for one legend line per setting below the panel.
     figure, (axes,) = panels(ax, height=2.4 + 0.16 * summary.height)
-    budgets = dict(summary.group_by("policy").agg(pl.col("budget").n_unique()).iter_rows())
+    budgets = {p: len(set(summary.filter(policy=p)["budget"])) for p in summary["policy"]}
     for i, row in enumerate(summary.iter_rows(named=True)):
         profile = alignment.profile.filter(_same_values(row, keys)).sort("bin_start")
         budget = f" budget {_budget_label(row['budget'])}" if budgets[row["policy"]] > 1 else ""

@@ -245,7 +245,7 @@ def test_token_pairs_draw_the_busiest_setting(results):
     assert bars == pytest.approx(expected["pair_share"].to_list())
     labels = [t.get_text() for t in figure.axes[0].get_yticklabels()]
     first = expected.row(0, named=True)
-    assert labels[0] == f"{first['primary_token']!r} → {first['token']!r}"
+    assert labels[0] == f"'{first['primary_token']}' → '{first['token']}'"
     with pytest.raises(DivscopeError, match="no effective switch of policy 'base'"):
         figures.token_pairs(results, policy="base")
 
@@ -258,8 +258,11 @@ def test_threshold_sensitivity_draws_both_draws(results):
     assert list(lines["_gated, independent"].get_ydata()) == pytest.approx(
         table["effective_independent_ratio"].to_list()
     )
-    with pytest.raises(DivscopeError, match="no setting has an eps"):
+    with pytest.raises(DivscopeError, match="no policy was run at several eps"):
         figures.threshold_sensitivity(results.filter(pl.col("eps").is_null()))
+    one_eps = results.filter((pl.col("policy") != "gated") | (pl.col("eps") == 1.0))
+    with pytest.raises(DivscopeError, match="no policy was run at several eps"):
+        figures.threshold_sensitivity(one_eps)
 
 
 def test_token_profile_needs_a_present_word(tokens):
