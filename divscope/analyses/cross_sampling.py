@@ -537,7 +537,9 @@ def setting_labels(
     """Per row of a curve, the setting columns that vary within its policy, with their values.
 
     Only the columns of `SETTING_COLUMNS` that take more than one value (null counts as one)
-    among the policy's rows are named, so a policy run at a single setting gets "".
+    among the policy's rows are named, so a policy run at a single setting gets "", except a
+    forced opening (`force_prefix`), named wherever it is set: it changes what a `base` or
+    `rl` row is (no longer a control), even when every row shown has it.
 
     Args:
         curve: a frame with `policy` and setting columns, e.g. `cross_sampling_curve`'s.
@@ -551,11 +553,18 @@ def setting_labels(
     ...     "eps": [0.01, 0.05, None], "rate": [None, None, 0.1]})
     >>> setting_labels(curve).to_list()
     ['eps=0.01', 'eps=0.05', '']
+    >>> setting_labels(pl.DataFrame({"policy": ["base"], "force_prefix": ["Alright"]})).to_list()
+    ['force_prefix=Alright']
     """
     skipped = set(exclude)
     settings = [c for c in SETTING_COLUMNS if c in curve.columns and c not in skipped]
     varying = {
-        policy: [c for c in settings if rows[c].n_unique() > 1]
+        policy: [
+            c
+            for c in settings
+            if rows[c].n_unique() > 1
+            or (c == "force_prefix" and rows[c].null_count() < rows.height)
+        ]
         for (policy,), rows in curve.group_by("policy")
     }
     labels = [

@@ -120,7 +120,10 @@ def test_curve_text_shows_sampling_only_where_it_differs():
         ["force_prefix=none", "1", "0.7"],
     ]
     replace = next(r for r in rows if r.startswith("rl-replace"))
-    assert replace.split()[1:4] == ["-", "0.6", "0.95"]
+    # Its only setting, but a forced opening is always named.
+    assert replace.split()[1:4] == ["force_prefix=Alright", "0.6", "0.95"]
+    forward = [r.split()[1:4] for r in rows if r.startswith("forward")]
+    assert forward == [["eps=0.01", "1", "0.7"], ["eps=0.1", "1", "0.7"]]
     one_sampling = full_results().filter(pl.col("temperature") == 1.0)
     header = curve_text(cross_sampling_curve(one_sampling, n_boot=10)).splitlines()[0]
     assert "top-p" not in header
