@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,19 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def tiny_prompts(tmp_path) -> Path:
+    """Three prompts over `tiny_pair`'s word-level vocabulary, with answers, as JSONL."""
+    rows = [
+        {"prompt_id": "p0", "prompt": "w1 w2 w3", "answer": "12"},
+        {"prompt_id": "p1", "prompt": "w9", "answer": "3"},
+        {"prompt_id": "p2", "prompt": "w4 w5", "answer": "7"},
+    ]
+    path = tmp_path / "prompts.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
 
 
 @pytest.fixture(scope="session")

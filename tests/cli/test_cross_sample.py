@@ -21,15 +21,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture
-def prompts(tmp_path):
-    rows = [
-        {"prompt_id": "p0", "prompt": "w1 w2 w3", "answer": "12"},
-        {"prompt_id": "p1", "prompt": "w9", "answer": "3"},
-        {"prompt_id": "p2", "prompt": "w4 w5", "answer": "7"},
-    ]
-    path = tmp_path / "prompts.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
+def prompts(tiny_prompts):
+    return tiny_prompts
 
 
 def _run(*args):
