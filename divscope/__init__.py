@@ -1,7 +1,7 @@
 """divscope: where, token by token, an RL-fine-tuned LLM differs from its base model.
 
 One function per command, each importable from here and living in
-`divscope/<package>/<command>.py`: `score`, `analyze`, `plot`, `generate`, `grade`,
+`divscope/<package>/<command>.py`: `score`, `analyze`, `plot`, `report`, `generate`, `grade`,
 `cross_sample` and `calibrate`, with the configuration classes they take.
 
 >>> import divscope
@@ -28,6 +28,7 @@ _EXPORTS: dict[str, str] = {
     "generate": "divscope.generation.generate",
     "grade": "divscope.grading.grade",
     "plot": "divscope.figures.plot",
+    "report": "divscope.reporting.report",
     "score": "divscope.scoring.score",
     "DecodeConfig": "divscope.decoding.lockstep",
     "GenerateConfig": "divscope.generation.generate",

@@ -77,6 +77,9 @@ N_BOOT = 1000
 """Bootstrap resamples of every interval."""
 FORMATS: tuple[str, ...] = ("png", "pdf")
 """File formats of `divscope plot`."""
+REPORT_RESPONSES = 20
+"""Responses the token viewer of `divscope report` embeds: the most divergent half and a
+seeded random sample of the others."""
 
 # Logs.
 PROGRESS_EVERY = 30.0

@@ -16,6 +16,7 @@ COMMANDS = {
     "score": "scoring",
     "analyze": "analyses",
     "plot": "figures",
+    "report": "reporting",
     "generate": "generation",
     "grade": "grading",
     "cross_sample": "decoding",

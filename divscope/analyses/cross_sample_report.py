@@ -278,7 +278,7 @@ def _text_table(header: Sequence[str], rows: Iterable[Sequence[str]], *, left: i
     )
 
 
-def _interval(row: dict[str, Any], name: str, *, percent: bool = True) -> str:
+def interval_text(row: dict[str, Any], name: str, *, percent: bool = True) -> str:
     """`62.5% [50.0, 75.0]`, or `0.67 [0.40, 0.90]` without `percent`; `-` when null."""
     value = row.get(name)
     if value is None or math.isnan(value):
@@ -294,15 +294,17 @@ def _interval(row: dict[str, Any], name: str, *, percent: bool = True) -> str:
     return f"{value:.2f} [{low:.2f}, {high:.2f}]"
 
 
-def _share(value: float | None, digits: int = 2) -> str:
+def share_text(value: float | None, digits: int = 2) -> str:
+    """A share as a percentage with `digits` decimals; `-` when null or NaN."""
     return "-" if value is None or math.isnan(value) else f"{100 * value:.{digits}f}%"
 
 
-def _budget(value: int | None) -> str:
+def budget_text(value: int | None) -> str:
+    """A budget as the tables print it: `inf` for unlimited (−1), `-` when null."""
     return "-" if value is None else "inf" if value < 0 else str(value)
 
 
-def _labelled(frame: pl.DataFrame, *, exclude: Sequence[str] = ()) -> pl.DataFrame:
+def labelled(frame: pl.DataFrame, *, exclude: Sequence[str] = ()) -> pl.DataFrame:
     """`frame` with its `setting` label column, sorted as the tables print it."""
     settings = [c for c in SETTING_COLUMNS if c in frame.columns]
     unlimited_last = pl.when(pl.col("budget") < 0).then(None).otherwise(pl.col("budget"))
@@ -338,7 +340,7 @@ def curve_text(curve: pl.DataFrame) -> str:
         and curve.filter(pl.col("policy") != REFERENCE).select(samplings).unique().height > 1
     )
     shown = samplings if several else []
-    curve = _labelled(curve, exclude=shown)
+    curve = labelled(curve, exclude=shown)
     has_setting = bool((curve["setting"].str.len_chars() > 0).any())
     pass_k = "pass_at_k" in curve.columns
     macro = "accuracy_macro" in curve.columns
@@ -357,16 +359,23 @@ def curve_text(curve: pl.DataFrame) -> str:
         cells = [row["policy"], *([row["setting"] or "-"] if has_setting else [])]
         cells += ["-" if row[c] is None else f"{row[c]:g}" for c in shown]
         cells += [str(row["benchmark"] or "-")] if benchmark else []
-        cells += [_budget(row["budget"]), str(row["n_responses"]), _interval(row, "accuracy")]
-        cells += [_interval(row, "pass_at_k")] if pass_k else []
-        cells += [_interval(row, "recovery", percent=False)]
+        cells += [
+            budget_text(row["budget"]),
+            str(row["n_responses"]),
+            interval_text(row, "accuracy"),
+        ]
+        cells += [interval_text(row, "pass_at_k")] if pass_k else []
+        cells += [interval_text(row, "recovery", percent=False)]
         if macro:
             cells += [
-                _interval(row, "accuracy_macro"),
-                _interval(row, "recovery_macro", percent=False),
+                interval_text(row, "accuracy_macro"),
+                interval_text(row, "recovery_macro", percent=False),
             ]
-        cells += [_share(row.get("switch_share_pooled")), _share(row.get("effective_share_pooled"))]
-        cells += [_share(row.get("effective_independent_share_pooled"))] if independent else []
+        cells += [
+            share_text(row.get("switch_share_pooled")),
+            share_text(row.get("effective_share_pooled")),
+        ]
+        cells += [share_text(row.get("effective_independent_share_pooled"))] if independent else []
         rows.append(cells)
     left = 1 + has_setting + (1 if benchmark else 0)
     return _text_table(header, rows, left=left)
@@ -376,12 +385,12 @@ def _setting_cells(row: dict[str, Any], has_setting: bool) -> list[str]:
     return [
         row["policy"],
         *([row["setting"] or "-"] if has_setting else []),
-        _budget(row["budget"]),
+        budget_text(row["budget"]),
     ]
 
 
 def _pass_at_k_text(table: pl.DataFrame) -> str:
-    table = _labelled(table)
+    table = labelled(table)
     has_setting = bool((table["setting"].str.len_chars() > 0).any())
     majority = "majority_at_k" in table.columns
     header = ["policy", *(["setting"] if has_setting else []), "budget", "k", "pass@k [95% CI]"]
@@ -390,8 +399,8 @@ def _pass_at_k_text(table: pl.DataFrame) -> str:
         [
             *_setting_cells(row, has_setting),
             str(row["k"]),
-            _interval(row, "pass_at_k"),
-            *([_interval(row, "majority_at_k")] if majority else []),
+            interval_text(row, "pass_at_k"),
+            *([interval_text(row, "majority_at_k")] if majority else []),
         ]
         for row in table.iter_rows(named=True)
     ]
@@ -412,7 +421,7 @@ def _differences_text(table: pl.DataFrame) -> str:
 
 
 def _flips_text(table: pl.DataFrame) -> str:
-    table = _labelled(table)
+    table = labelled(table)
     has_setting = bool((table["setting"].str.len_chars() > 0).any())
     header = ["policy", *(["setting"] if has_setting else []), "budget"]
     header += ["samples", "wrong->right", "right->wrong", "prompts", "wrong->right", "right->wrong"]
@@ -431,7 +440,7 @@ def _flips_text(table: pl.DataFrame) -> str:
 
 
 def _sensitivity_text(table: pl.DataFrame) -> str:
-    table = _labelled(table, exclude=["eps"])
+    table = labelled(table, exclude=["eps"])
     has_setting = bool((table["setting"].str.len_chars() > 0).any())
     header = ["policy", *(["setting"] if has_setting else []), "budget", "eps", "n", "accuracy"]
     header += ["switches/resp.", "effective/resp.", "eff./switches", "eff. % tokens"]
@@ -443,8 +452,8 @@ def _sensitivity_text(table: pl.DataFrame) -> str:
             + ("-" if row[b] is None else fmt(row[b]))
             for a, b, fmt in (
                 ("effective_per_response", "effective_independent_per_response", "{:.1f}".format),
-                ("effective_ratio", "effective_independent_ratio", lambda v: _share(v, 1)),
-                ("effective_token_share", "effective_independent_token_share", _share),
+                ("effective_ratio", "effective_independent_ratio", lambda v: share_text(v, 1)),
+                ("effective_token_share", "effective_independent_token_share", share_text),
             )
         ]
         rows.append(
@@ -452,7 +461,7 @@ def _sensitivity_text(table: pl.DataFrame) -> str:
                 *_setting_cells(row, has_setting),
                 f"{row['eps']:g}",
                 str(row["n_responses"]),
-                _share(row["accuracy"], 1),
+                share_text(row["accuracy"], 1),
                 f"{row['switches_per_response']:.1f}",
                 *pair,
             ]
@@ -461,16 +470,16 @@ def _sensitivity_text(table: pl.DataFrame) -> str:
 
 
 def _pairs_text(table: pl.DataFrame) -> str:
-    table = _labelled(table)
+    table = labelled(table)
     keys = [c for c in ("policy", "budget", *SETTING_COLUMNS) if c in table.columns]
     blocks = []
     for _, group in table.group_by(keys, maintain_order=True):
         first = group.row(0, named=True)
         title = f"{first['policy']}" + (f" ({first['setting']})" if first["setting"] else "")
-        title += f", budget {_budget(first['budget'])}, {first['n_switches']} switches:"
+        title += f", budget {budget_text(first['budget'])}, {first['n_switches']} switches:"
         lines = [
             f"  {row['primary_token']!r} -> {row['token']!r}  {row['count']} "
-            f"({_share(row['pair_share'], 1)})"
+            f"({share_text(row['pair_share'], 1)})"
             for row in group.head(PAIRS_SHOWN).iter_rows(named=True)
         ]
         blocks.append("\n".join([title, *lines]))
@@ -478,7 +487,7 @@ def _pairs_text(table: pl.DataFrame) -> str:
 
 
 def _planning_text(table: pl.DataFrame) -> str:
-    table = _labelled(table)
+    table = labelled(table)
     has_setting = bool((table["setting"].str.len_chars() > 0).any())
     header = ["policy", *(["setting"] if has_setting else []), "budget", "takeovers"]
     header += ["planning", "global", "enrichment"]
@@ -486,8 +495,8 @@ def _planning_text(table: pl.DataFrame) -> str:
         [
             *_setting_cells(row, has_setting),
             str(row["n_takeovers"]),
-            _share(row["share_takeover"], 1),
-            _share(row["share_global"], 1),
+            share_text(row["share_takeover"], 1),
+            share_text(row["share_global"], 1),
             "-" if row["enrichment"] is None else f"{row['enrichment']:.1f}x",
         ]
         for row in table.iter_rows(named=True)
@@ -501,21 +510,21 @@ def _knee_text(knee: TakeoverKnee) -> str:
         return f"Takeover knee of `{knee.policy}`: none ({knee.curve.height} settings, {measure})."
     point = knee.curve.row(knee.knee_index, named=True)
     return (
-        f"Takeover knee of `{knee.policy}`: mean takeover rate {_share(point['rho_mean'])} "
-        f"(pooled {_share(point['switch_share'])}), {measure} "
-        f"{_interval(point, knee.measure)}."
+        f"Takeover knee of `{knee.policy}`: mean takeover rate {share_text(point['rho_mean'])} "
+        f"(pooled {share_text(point['switch_share'])}), {measure} "
+        f"{interval_text(point, knee.measure)}."
     )
 
 
 def _alignment_text(alignment: DeltaAlignment) -> str:
-    table = _labelled(alignment.summary)
+    table = labelled(alignment.summary)
     has_setting = bool((table["setting"].str.len_chars() > 0).any())
     header = ["policy", *(["setting"] if has_setting else []), "budget", "n", "cosine [95% CI]"]
     rows = [
         [
             *_setting_cells(row, has_setting),
             str(row["n_responses"]),
-            _interval(row, "delta_cosine", percent=False),
+            interval_text(row, "delta_cosine", percent=False),
         ]
         for row in table.iter_rows(named=True)
     ]

@@ -77,11 +77,13 @@ from divscope.cli import generate as _generate  # noqa: E402
 from divscope.cli import grade as _grade  # noqa: E402
 from divscope.cli import lab as _lab  # noqa: E402
 from divscope.cli import plot as _plot  # noqa: E402
+from divscope.cli import report as _report  # noqa: E402
 from divscope.cli import score as _score  # noqa: E402
 
 app.command("score")(_score.score)
 app.command("analyze")(_analyze.analyze)
 app.command("plot")(_plot.plot)
+app.command("report")(_report.report)
 app.command("generate")(_generate.generate)
 app.command("grade")(_grade.grade)
 app.command("cross-sample")(_cross_sample.cross_sample)

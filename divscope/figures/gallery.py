@@ -403,7 +403,7 @@ def check_out(out: str | os.PathLike, *, overwrite: bool) -> Path:
     return out
 
 
-def _missing(spec: FigureSpec, inputs: PlotInputs) -> str | None:
+def missing_input(spec: FigureSpec, inputs: PlotInputs) -> str | None:
     present = {
         "tokens": inputs.tokens is not None,
         "compare": bool(inputs.compare),
@@ -457,7 +457,7 @@ def write_figures(
     try:
         for name in chosen:
             spec = FIGURES[name]
-            reason = _missing(spec, inputs)
+            reason = missing_input(spec, inputs)
             if reason is None:
                 try:
                     figure = spec.draw(inputs)
@@ -490,7 +490,7 @@ def _save(figure: Figure, path: Path) -> Path:
     return path
 
 
-def _caption(spec: FigureSpec, inputs: PlotInputs) -> str:
+def figure_caption(spec: FigureSpec, inputs: PlotInputs) -> str:
     metric = inputs.metric_of(spec.section)
     caption = spec.caption.format(
         metric=metric_symbol(metric),
@@ -530,7 +530,7 @@ def _index(
         for name in names:
             paths = written[name]
             links = " · ".join(f"[{p.suffix[1:]}]({p.name})" for p in paths)
-            lines += [f"### {name}", "", _caption(FIGURES[name], inputs), "", links, ""]
+            lines += [f"### {name}", "", figure_caption(FIGURES[name], inputs), "", links, ""]
             png = next((p for p in paths if p.suffix == ".png"), None)
             if png is not None:
                 lines += [f"![{name}]({png.name})", ""]

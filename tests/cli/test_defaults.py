@@ -24,6 +24,7 @@ LIBRARY: dict[str, list[Callable[..., Any]]] = {
     "score": [divscope.score],
     "analyze": [divscope.analyze],
     "plot": [divscope.plot],
+    "report": [divscope.report],
     "generate": [divscope.generate],
     "grade": [divscope.grade],
     "cross-sample": [parse_policies, divscope.cross_sample],
@@ -39,7 +40,7 @@ PARSED: dict[str, Callable[[str], Any]] = {
     "stop": lambda values: tuple(values or ()),
 }
 # Options with no library counterpart: labels of --compare tables, the lab's smoke build.
-CLI_ONLY = {("analyze", "label"), ("plot", "label"), ("lab build", "smoke")}
+CLI_ONLY = {("analyze", "label"), ("plot", "label"), ("report", "label"), ("lab build", "smoke")}
 
 
 def library_defaults(callables: list[Callable[..., Any]]) -> dict[str, Any]:

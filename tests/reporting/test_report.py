@@ -1,0 +1,109 @@
+"""`divscope report` end to end: synthetic tables, the lab's scored trajectories, the CLI."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import divscope
+from divscope.cli import app
+from divscope.errors import DivscopeError
+from divscope.reporting.report import ReportSummary
+from tests.synthetic import synthetic_results, synthetic_tokens
+
+LAB = Path(__file__).parents[2] / "fixtures" / "lab"
+
+
+def embedded(html: str) -> dict:
+    match = re.search(r'<script type="application/json" id="divscope-data">(.*?)</script>', html,
+                      re.S)  # fmt: skip
+    return json.loads(match.group(1))
+
+
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("report")
+    paths = {name: root / f"{name}.parquet" for name in ("tokens", "sft", "xs")}
+    synthetic_tokens(n_prompts=6, n_samples=4, length=40).write_parquet(paths["tokens"])
+    synthetic_tokens(n_prompts=6, n_samples=4, length=40, scale=0.2, seed=4).write_parquet(
+        paths["sft"]
+    )
+    synthetic_results().write_parquet(paths["xs"])
+    return paths
+
+
+def test_report_writes_one_self_contained_page(tables, tmp_path, capsys):
+    out = tmp_path / "report.html"
+    result = divscope.report(
+        tables["tokens"], out, cross_sample=tables["xs"], compare={"sft": tables["sft"]},
+        responses=5, n_boot=20,
+    )  # fmt: skip
+    assert isinstance(result, ReportSummary)
+    html = out.read_text("utf-8")
+    assert result.out == out and result.bytes == len(html.encode("utf-8"))
+    assert result.n_responses == 5
+    assert "lorenz" in result.figures and "compare_sparsity" in result.figures
+    assert "cross_sampling_curves" in result.figures
+    assert "evolution" in result.skipped
+    assert html.count('<img src="data:image/png;base64,') == len(result.figures)
+    assert "http://" not in html and "https://" not in html
+    assert 'id="cross-sampling"' in html and 'id="summary"' in html
+    doc = embedded(html)
+    assert len(doc["responses"]) == 5 and doc["included"]["responses_total"] == 24
+    # No metadata, no tokenizer: top-1 tokens are ids, and the header says why.
+    assert doc["strings"][doc["responses"][0]["top1_rl"][0]].startswith("id ")
+    assert "Top-1 tokens are shown as ids" in html
+    assert "note: figure lorenz" in capsys.readouterr().err
+
+
+def test_existing_output_is_refused_without_overwrite(tables, tmp_path):
+    out = tmp_path / "report.html"
+    out.write_text("keep me")
+    with pytest.raises(DivscopeError, match="--overwrite"):
+        divscope.report(tables["tokens"], out, responses=2, n_boot=10, progress=False)
+    assert out.read_text() == "keep me"
+    divscope.report(tables["tokens"], out, responses=2, n_boot=10, overwrite=True,
+                    progress=False)  # fmt: skip
+    assert out.read_text("utf-8").startswith("<!DOCTYPE html>")
+    assert not list(tmp_path.glob(".report.html.tmp-*"))
+
+
+def test_cli_report(tables, tmp_path):
+    out = tmp_path / "cli.html"
+    runner = CliRunner()
+    args = ["report", str(tables["tokens"]), "--out", str(out), "--responses", "3",
+            "--evolution", f"10={tables['sft']}", "--evolution", f"20={tables['tokens']}",
+            "--n-boot", "10", "--seed", "2"]  # fmt: skip
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "3 responses in the token viewer" in result.output
+    html = out.read_text("utf-8")
+    assert len(embedded(html)["responses"]) == 3
+    assert 'id="figure-evolution"' in html and "step 10" in html
+    again = runner.invoke(app, args)
+    assert again.exit_code == 2 and "--overwrite" in again.output
+
+
+@pytest.mark.skipif(
+    not ((LAB / "trajectories.jsonl").exists() and (LAB / "base").is_dir()),
+    reason="the lab models are not built yet (fixtures/lab)",
+)
+def test_lab_report_decodes_the_top1_tokens(tmp_path):
+    trajectories = tmp_path / "six.jsonl"
+    lines = (LAB / "trajectories.jsonl").read_text().splitlines()[:6]
+    trajectories.write_text("\n".join(lines) + "\n")
+    tokens = tmp_path / "tokens.parquet"
+    divscope.score(trajectories, base=str(LAB / "base"), rl=str(LAB / "rl"), out=tokens,
+                   progress=False)  # fmt: skip
+    out = tmp_path / "lab.html"
+    result = divscope.report(tokens, out, responses=4, n_boot=20, progress=False)
+    html = out.read_text("utf-8")
+    doc = embedded(html)
+    assert result.n_responses == len(doc["responses"]) == 4
+    texts = {doc["strings"][i] for r in doc["responses"] for i in r["top1_rl"]}
+    assert texts and not any(t.startswith("id ") for t in texts)
+    assert "Top-1 tokens are shown as ids" not in html
