@@ -210,6 +210,14 @@ Label = Annotated[
     list[str] | None,
     typer.Option("--label", help="Label of each --compare table, in order (default: its name)."),
 ]
+Evolution = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--evolution",
+        help="Token table of one RL checkpoint (repeat, at least two): a path whose name "
+        "ends in the training step (rl-step-40.parquet) or STEP=PATH.",
+    ),
+]
 Metric = Annotated[
     str | None,
     typer.Option(

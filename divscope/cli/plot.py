@@ -21,14 +21,7 @@ def plot(
     recovery_at: options.RecoveryAt = None,
     compare: options.Compare = None,
     label: options.Label = None,
-    evolution: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--evolution",
-            help="Token table of one RL checkpoint (repeat, at least two): a path whose name "
-            "ends in the training step (rl-step-40.parquet) or STEP=PATH.",
-        ),
-    ] = None,
+    evolution: options.Evolution = None,
     figure: Annotated[
         list[str] | None,
         typer.Option(

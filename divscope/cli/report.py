@@ -17,14 +17,7 @@ def report(
     xs: options.CrossSample = None,
     compare: options.Compare = None,
     label: options.Label = None,
-    evolution: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--evolution",
-            help="Token table of one RL checkpoint (repeat, at least two): a path whose name "
-            "ends in the training step (rl-step-40.parquet) or STEP=PATH.",
-        ),
-    ] = None,
+    evolution: options.Evolution = None,
     responses: Annotated[
         int,
         typer.Option(

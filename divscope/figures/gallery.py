@@ -18,10 +18,10 @@ from __future__ import annotations
 import inspect
 import os
 import shutil
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 from matplotlib.figure import Figure
 
@@ -403,7 +403,7 @@ def check_out(out: str | os.PathLike, *, overwrite: bool) -> Path:
     return out
 
 
-def missing_input(spec: FigureSpec, inputs: PlotInputs) -> str | None:
+def _missing(spec: FigureSpec, inputs: PlotInputs) -> str | None:
     present = {
         "tokens": inputs.tokens is not None,
         "compare": bool(inputs.compare),
@@ -455,17 +455,10 @@ def write_figures(
     written: dict[str, list[Path]] = {}
     skipped: dict[str, str] = {}
     try:
-        for name in chosen:
-            spec = FIGURES[name]
-            reason = missing_input(spec, inputs)
-            if reason is None:
-                try:
-                    figure = spec.draw(inputs)
-                except DivscopeError as error:
-                    reason = str(error).removeprefix(f"{name}: ")
-                else:
-                    written[name] = [_save(figure, tmp / f"{name}.{kind}") for kind in kinds]
-            if reason is not None:
+        for name, figure, reason in drawn_figures(inputs, chosen):
+            if figure is not None:
+                written[name] = [save_figure(figure, tmp / f"{name}.{kind}") for kind in kinds]
+            else:
                 skipped[name] = reason
             if on_figure is not None:
                 on_figure(name, reason)
@@ -484,10 +477,33 @@ def write_figures(
     )
 
 
-def _save(figure: Figure, path: Path) -> Path:
+def drawn_figures(
+    inputs: PlotInputs, names: Iterable[str]
+) -> Iterator[tuple[str, Figure | None, str | None]]:
+    """Each of the figures `names` (in order) as `(name, figure, None)`, or `(name, None,
+    reason)` when it cannot be drawn: an input it needs is missing, or drawing it raised a
+    `DivscopeError` (its message is the reason). `divscope plot` and `divscope report` both
+    draw the gallery through this."""
+    for name in names:
+        spec = FIGURES[name]
+        reason = _missing(spec, inputs)
+        figure = None
+        if reason is None:
+            try:
+                figure = spec.draw(inputs)
+            except DivscopeError as error:
+                reason = str(error).removeprefix(f"{name}: ")
+        yield name, figure, reason
+
+
+def save_figure(
+    figure: Figure, target: Path | BinaryIO, *, dpi: int = PNG_DPI, **options: Any
+) -> Any:
+    """Save `figure` to a path or a binary buffer (`options`: e.g. `format="png"`); returns
+    `target`."""
     # A tight box is a safety net: constrained layout already keeps every label inside.
-    figure.savefig(path, dpi=PNG_DPI, bbox_inches="tight", pad_inches=0.03)
-    return path
+    figure.savefig(target, dpi=dpi, bbox_inches="tight", pad_inches=0.03, **options)
+    return target
 
 
 def figure_caption(spec: FigureSpec, inputs: PlotInputs) -> str:

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from divscope.defaults import N_BOOT, REPORT_RESPONSES, SEED
+from divscope.defaults import CORE_METRIC, N_BOOT, REPORT_RESPONSES, SEED, TAKEOVER_METRIC
 from divscope.errors import DivscopeError
 
 FIGURE_DPI = 110
@@ -95,26 +95,17 @@ def draw_figures(
     Returns:
         The drawn figures (`page.DrawnFigure`) and, for each other one, why it was skipped.
     """
-    from divscope.figures.gallery import FIGURES, figure_caption, missing_input
+    from divscope.figures.gallery import FIGURES, drawn_figures, figure_caption, save_figure
     from divscope.reporting.page import DrawnFigure
 
     drawn: list[DrawnFigure] = []
     skipped: dict[str, str] = {}
-    for name, spec in FIGURES.items():
-        reason = missing_input(spec, inputs)
-        if reason is None:
-            try:
-                figure = spec.draw(inputs)
-            except DivscopeError as error:
-                reason = str(error).removeprefix(f"{name}: ")
-            else:
-                buffer = io.BytesIO()
-                figure.savefig(
-                    buffer, format="png", dpi=FIGURE_DPI, bbox_inches="tight", pad_inches=0.03
-                )
-                caption = figure_caption(spec, inputs)
-                drawn.append(DrawnFigure(name, spec.section, caption, buffer.getvalue()))
-        if reason is not None:
+    for name, figure, reason in drawn_figures(inputs, FIGURES):
+        if figure is not None:
+            png = save_figure(figure, io.BytesIO(), dpi=FIGURE_DPI, format="png").getvalue()
+            spec = FIGURES[name]
+            drawn.append(DrawnFigure(name, spec.section, figure_caption(spec, inputs), png))
+        else:
             skipped[name] = reason
         if on_figure is not None:
             on_figure(name, reason)
@@ -181,7 +172,8 @@ def report(
     if responses < 1:
         raise DivscopeError(f"--responses {responses}: embed at least one response.")
     decode, decode_note = decoder(tokens, tokenizer)
-    columns = list(dict.fromkeys([*token_columns("js", "ce_base_rl"), *data.VIEWER_COLUMNS]))
+    metrics = token_columns(CORE_METRIC, TAKEOVER_METRIC)
+    columns = list(dict.fromkeys([*metrics, *data.VIEWER_COLUMNS]))
     frame = scan_token_table(tokens).select(columns).collect(engine="streaming")
     label = table_name(tokens)
     compared = {name: scan_token_table(path) for name, path in (compare or {}).items()}
