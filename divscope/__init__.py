@@ -2,7 +2,7 @@
 
 One function per command, each importable from here and living in
 `divscope/<package>/<command>.py`: `score`, `analyze`, `plot`, `report`, `generate`, `grade`,
-`cross_sample` and `calibrate`, with the configuration classes they take.
+`cross_sample`, `calibrate` and `weights`, with the configuration classes they take.
 
 >>> import divscope
 >>> summary = divscope.score(  # doctest: +SKIP
@@ -30,6 +30,7 @@ _EXPORTS: dict[str, str] = {
     "plot": "divscope.figures.plot",
     "report": "divscope.reporting.report",
     "score": "divscope.scoring.score",
+    "weights": "divscope.scoring.weights",
     "DecodeConfig": "divscope.decoding.lockstep",
     "GenerateConfig": "divscope.generation.generate",
     "GradeConfig": "divscope.grading.table",

@@ -51,6 +51,20 @@ REPLACE_TOP_P = 0.95
 """`rl-replace` and `base-greedy`: top-p of the base model's samples (and of their controls)."""
 RAST_LAM = 1.0
 """`rast`: λ, the weight of the small pair's logit difference."""
+STRATIFY = "none"
+"""`cross-sample --stratify`: the class of positions `forward` and `reverse` may switch at
+(`none`: every divergent one)."""
+RERANK_TOP_K = 3
+"""Stratum `rerank`: the intervener's top-1 token must rank within the primary's top-k."""
+TAIL_P = 0.01
+"""Stratum `tail`: the intervener's sampled token has probability below this under the
+primary model (full distribution, T=1)."""
+MATCH_TOL = 0.1
+"""Stratum `entropy-matched`: the largest base-entropy difference (nats) between a divergent
+position and the low-divergence position matched to it."""
+MAP = "online"
+"""`cross-sample --map`: where `forward` and `reverse` find divergence (`online`: on the mixed
+prefix; `retrospective`: precomputed along reference trajectories, `--map-table`)."""
 
 # Gates of `gated` and `entropy`, and their calibration.
 GATE_WINDOW = 16

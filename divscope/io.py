@@ -58,7 +58,8 @@ def read_table(path: str | os.PathLike) -> pl.DataFrame:
         if path.suffix in PARQUET_SUFFIXES:
             return pl.read_parquet(path)
         if path.suffix in JSONL_SUFFIXES:
-            return pl.read_ndjson(path, infer_schema_length=None)
+            frame = pl.read_ndjson(path, infer_schema_length=None)
+            return frame.select(_first_line_order(path, frame.columns))
     except DivscopeError:
         raise
     except Exception as error:  # polars/pyarrow raise many types for corrupt input
@@ -68,6 +69,15 @@ def read_table(path: str | os.PathLike) -> pl.DataFrame:
         f"{path}: unknown file type {path.suffix!r}; use .parquet or .jsonl "
         "(or a directory of part-*.parquet files)."
     )
+
+
+def _first_line_order(path: Path, columns: list[str]) -> list[str]:
+    """`columns` in the key order of the JSONL file's first record, then the keys that only
+    later records hold: polars infers the schema of more than 32 keys in hash order."""
+    with path.open(encoding="utf-8") as lines:
+        first = next((line for line in lines if line.strip()), "{}")
+    keys = [k for k in json.loads(first) if k in columns]
+    return [*keys, *(c for c in columns if c not in keys)]
 
 
 def _part_files(directory: Path) -> list[Path]:

@@ -102,6 +102,7 @@ CROSS_SAMPLE: dict[str, pl.DataType] = {
     "switch_primary_ids": pl.List(pl.Int32()),
     "switch_primary_tokens": pl.List(pl.String()),
     "switch_tokens": pl.List(pl.String()),
+    "switch_js": pl.List(pl.Float32()),
     "n_effective_independent": pl.Int32(),
     "delta_cosine": pl.List(pl.Float32()),
     "benchmark": pl.String(),
@@ -122,6 +123,10 @@ CROSS_SAMPLE_PARAMS: dict[str, pl.DataType] = {
     "top_p": pl.Float64(),
     "max_new_tokens": pl.Int32(),
     "force_prefix": pl.String(),
+    "stratum": pl.String(),
+    "match_tol": pl.Float64(),
+    "map": pl.String(),
+    "map_table": pl.String(),
 }
 
 # The columns that, with `policy` and `budget`, identify one experimental setting: responses

@@ -21,6 +21,7 @@ COMMANDS = {
     "grade": "grading",
     "cross_sample": "decoding",
     "calibrate": "decoding",
+    "weights": "scoring",
 }
 
 

@@ -8,6 +8,7 @@ from divscope.io import (
     TokenTableWriter,
     attach_token_ids,
     read_metadata,
+    read_table,
     read_token_table,
     read_trajectories,
 )
@@ -128,3 +129,14 @@ def test_token_table_reader_names_missing_columns(tmp_path):
     _token_rows(1).drop("js").write_parquet(path)
     with pytest.raises(DivscopeError, match="missing column\\(s\\) 'js'"):
         read_token_table(path)
+
+
+def test_a_jsonl_table_keeps_its_column_order_past_32_columns(tmp_path):
+    # polars infers the schema of more than 32 JSONL keys in hash order; cross-sample results
+    # have 36 columns, and a resumed run must equal an uninterrupted one column for column.
+    names = [f"column_{i}" for i in range(40)]
+    rows = [{name: (None if i % 3 else i) for i, name in enumerate(names)} for _ in range(2)]
+    rows[1]["late"] = 1  # a key only a later record holds comes last
+    path = tmp_path / "wide.jsonl"
+    path.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    assert read_table(path).columns == [*names, "late"]

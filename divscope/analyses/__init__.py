@@ -25,6 +25,12 @@ from divscope.analyses.cross_sampling import (
     setting_labels,
     takeover_knee,
 )
+from divscope.analyses.difficulty import (
+    DIFFICULTY,
+    Difficulty,
+    by_difficulty,
+    difficulty_tertiles,
+)
 from divscope.analyses.distribution import (
     Histogram,
     Lorenz,
@@ -82,7 +88,13 @@ from divscope.analyses.summary import (
     summary,
     to_jsonable,
 )
-from divscope.analyses.switches import switch_pairs, takeover_planning, threshold_sensitivity
+from divscope.analyses.switches import (
+    map_agreement,
+    switch_pairs,
+    takeover_planning,
+    threshold_curves,
+    threshold_sensitivity,
+)
 from divscope.analyses.tokens import (
     PLANNING_WORDS,
     PlanningEnrichment,
@@ -94,11 +106,13 @@ from divscope.analyses.tokens import (
 )
 
 __all__ = [
+    "DIFFICULTY",
     "PLANNING_WORDS",
     "CoreSection",
     "CoreThresholds",
     "CrossSampleReport",
     "DeltaAlignment",
+    "Difficulty",
     "EntropyDensity",
     "FailureAUROC",
     "Histogram",
@@ -123,12 +137,14 @@ __all__ = [
     "auroc",
     "base_flips",
     "bootstrap_ci",
+    "by_difficulty",
     "compare",
     "core_thresholds",
     "cross_sample_report",
     "cross_sampling_curve",
     "curve_text",
     "delta_alignment",
+    "difficulty_tertiles",
     "early_density",
     "entropy_by_divergence",
     "entropy_density",
@@ -145,6 +161,7 @@ __all__ = [
     "lorenz",
     "majority_at_k",
     "majority_at_k_curve",
+    "map_agreement",
     "matched_thresholds",
     "most_frequent_words",
     "normalized_token",
@@ -171,6 +188,7 @@ __all__ = [
     "tail_promotion",
     "takeover_knee",
     "takeover_planning",
+    "threshold_curves",
     "threshold_sensitivity",
     "to_jsonable",
     "token_profile",

@@ -12,6 +12,9 @@ from collections.abc import Mapping, Sequence
 
 import polars as pl
 
+from divscope.analyses._frames import percentile_label
+from divscope.analyses.cross_sample_report import curve_text, interval_text
+from divscope.analyses.difficulty import Difficulty, difficulty_tertiles
 from divscope.analyses.distribution import MatchedThreshold
 from divscope.analyses.stats import Interval
 from divscope.analyses.summary import CoreSection, Summary, TakeoverSection, summary
@@ -28,6 +31,8 @@ def analyze(
     reference: str | os.PathLike | None = None,
     recovery_at: int | None = None,
     differences: Sequence[str] | None = None,
+    difficulty: str | os.PathLike | None = None,
+    difficulty_model: str | None = None,
     metric: str | None = None,
     core_metric: str = CORE_METRIC,
     takeover_metric: str = TAKEOVER_METRIC,
@@ -40,8 +45,9 @@ def analyze(
 
     The JSON holds `tokens` (the path), `metadata` (the token table's `divscope` metadata, or
     null when it has none) and every field of the `Summary`: `n_tokens`, `n_responses`,
-    `n_prompts`, the sections `core`, `takeover` and `rast` (each with its metric and paper)
-    and `cross_sample` (null without results), frames as lists of rows and NaN as null.
+    `n_prompts`, the sections `core`, `takeover` and `rast` (each with its metric and paper),
+    `cross_sample` (null without results) and `difficulty` (null without `difficulty`),
+    frames as lists of rows and NaN as null.
 
     Args:
         tokens: the token table (a .parquet file or a directory of parts).
@@ -55,6 +61,11 @@ def analyze(
         recovery_at: recovery on pass@k at this k instead of mean@n.
         differences: pairs of settings to compare with paired CIs, "A - B" with each side
             column=value[,column=value], e.g. "policy=rl-replace - policy=base-greedy".
+        difficulty: graded base responses (`divscope grade` output, or cross-sample results
+            with the `base` control) whose per-prompt pass@1 tertiles (`difficulty_tertiles`)
+            split the statistics (`by_difficulty`; recovery too with `cross_sample`).
+        difficulty_model: the base model's `model` value when `difficulty` holds several
+            models' responses.
         metric: the divergence column of both sections; overrides `core_metric` and
             `takeover_metric` when given.
         core_metric: the core paper's statistics' column.
@@ -101,6 +112,9 @@ def analyze(
         reference=read_reference(reference),
         recovery_at=recovery_at,
         differences=tuple(differences or ()),
+        difficulty=None
+        if difficulty is None
+        else difficulty_tertiles(read_table(difficulty), model=difficulty_model),
         n_boot=n_boot,
         seed=seed,
     )
@@ -164,7 +178,54 @@ def digest(result: Summary, *, source: str | os.PathLike) -> str:
     if result.cross_sample is not None:
         lines += _heading("Cross-sampling")
         lines.append(result.cross_sample.to_text())
+    if result.difficulty is not None:
+        lines += _difficulty_lines(result.difficulty)
     return "\n".join(lines)
+
+
+def _difficulty_lines(difficulty: Difficulty) -> list[str]:
+    """Sparsity, position and recovery per base pass@1 tertile, and easy − hard."""
+    m = difficulty.metric
+    table = difficulty.sparsity
+    shares = [f"share_above_{t:g}" for t in difficulty.thresholds]
+    percentiles = [percentile_label(q) for q in difficulty.percentiles]
+    lines = _heading(f"By difficulty (base pass@1 tertiles, {m})")
+    for row in table.iter_rows(named=True):
+        above = ", ".join(
+            f"> {name.removeprefix('share_above_')} {interval_text(row, name)}" for name in shares
+        )
+        quantiles = ", ".join(f"{q} {row[q]:.3g}" for q in percentiles)
+        rates = (
+            ""
+            if row["pass_at_1_min"] is None
+            else f" (pass@1 {row['pass_at_1_min']:.2f}-{row['pass_at_1_max']:.2f})"
+        )
+        lines.append(
+            f"{row['difficulty']}: {row['n_prompts']} prompts{rates}, {row['n_tokens']:,} "
+            f"tokens; mean {row['mean']:.4g} [{row['mean_low']:.4g}, {row['mean_high']:.4g}]; "
+            f"{above}; {quantiles}"
+        )
+    for row in difficulty.contrast.drop_nulls("difference").iter_rows(named=True):
+        scale = 1 if row["statistic"] == "mean" else 100
+        unit = "" if scale == 1 else " points"
+        values = (row["difference"], row["difference_low"], row["difference_high"])
+        low_high = ", ".join(f"{scale * v:+.3g}" for v in values[1:])
+        lines.append(
+            f"easy - hard, {row['statistic']}: {scale * values[0]:+.3g}{unit} [{low_high}]"
+        )
+    profile = difficulty.positional.pivot(
+        on="difficulty", index=["bin_start", "bin_end"], values="mean"
+    )
+    early = difficulty.early_density.filter(pl.col("bin") == 0)
+    density = ", ".join(f"{d} {v:.2f}" for d, v in early.select("difficulty", "density").rows())
+    lines += _tables({f"Mean {m} by relative position": profile})
+    lines.append(f"Top 1% in the first {early['bin_end'][0]:.0%} of responses: density {density}")
+    if difficulty.recovery is not None:
+        for (level,), curve in difficulty.recovery.partition_by(
+            "difficulty", as_dict=True, maintain_order=True
+        ).items():
+            lines += ["", f"Recovery, {level} prompts:", curve_text(curve.drop("difficulty"))]
+    return lines + [f"note: {note}" for note in difficulty.notes]
 
 
 def _interval(interval: Interval) -> str:

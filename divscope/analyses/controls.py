@@ -34,6 +34,13 @@ MATCH_COLUMNS: tuple[str, ...] = (*SAMPLING_COLUMNS, "seed")
 """The columns on which a control must agree with a setting to match it."""
 CONTROL_POLICIES: tuple[str, str] = ("base", "rl")
 """The single-model controls: the base and RL models sampling alone."""
+NAMED_WHEN_SET: tuple[str, ...] = ("force_prefix", "stratum", "map_table")
+"""Setting columns that labels name wherever they are set, even when every row shown has the
+same value: a forced opening, a stratum of positions and a retrospective map change what the
+rows are (a forced `base` is no longer a control)."""
+UNNAMED_WHEN_NULL: tuple[str, ...] = ("match_tol",)
+"""Setting columns that labels leave out of a row where they are null: parameters of one
+variant only (the entropy-matched stratum's tolerance), which the other rows do not have."""
 
 Selector = Mapping[str, Any] | str
 """A setting: column -> value (values may be text, as on the command line), or the text

@@ -33,9 +33,10 @@ from divscope.analyses.flips import base_flips
 from divscope.analyses.stats import Interval
 from divscope.analyses.switches import (
     PAIR_COLUMNS,
+    map_agreement,
     switch_pairs,
     takeover_planning,
-    threshold_sensitivity,
+    threshold_curves,
 )
 from divscope.errors import DivscopeError
 from divscope.schema import SETTING_COLUMNS
@@ -67,7 +68,11 @@ class CrossSampleReport:
     flips: pl.DataFrame | None
     """`base_flips`: each setting against its matched base control."""
     threshold_sensitivity: pl.DataFrame | None
-    """`threshold_sensitivity` of the settings with an `eps`."""
+    """`threshold_curves` of the settings with an `eps`: `threshold_sensitivity` with the
+    recovery of each point (one curve over the budgets per eps)."""
+    map_agreement: pl.DataFrame | None
+    """`map_agreement`: the share of switch positions still above eps online, per setting
+    (results with `switch_js`)."""
     switch_pairs: pl.DataFrame | None
     """`switch_pairs`: the most frequent (primary, emitted) token pairs per setting."""
     takeover_planning: pl.DataFrame | None
@@ -100,6 +105,11 @@ class CrossSampleReport:
             sections.append(
                 "Threshold sensitivity (effective: coupled draw / independent draw):\n"
                 + _sensitivity_text(self.threshold_sensitivity)
+            )
+        if self.map_agreement is not None:
+            sections.append(
+                "Map agreement (switch positions whose online JS exceeds eps):\n"
+                + _agreement_text(self.map_agreement)
             )
         if self.switch_pairs is not None:
             sections.append(
@@ -198,7 +208,12 @@ def cross_sample_report(
         notes.append("flips skipped: the results have no `sample_id` column.")
     sensitivity = None
     if "eps" in names and _any(results, pl.col("eps").is_not_null()):
-        sensitivity = threshold_sensitivity(results)
+        sensitivity = threshold_curves(results, **common)
+    agreement = None
+    if {"eps", "switch_js"} <= set(names) and _any(
+        results, pl.col("eps").is_not_null() & pl.col("switch_js").is_not_null()
+    ):
+        agreement = map_agreement(results, **bootstrap)
     pairs = None
     if all(c in names for c in PAIR_COLUMNS):
         pairs = switch_pairs(results)
@@ -232,6 +247,7 @@ def cross_sample_report(
         differences=difference_table,
         flips=flips,
         threshold_sensitivity=sensitivity,
+        map_agreement=agreement,
         switch_pairs=pairs,
         takeover_planning=planning,
         knee=knee,
@@ -443,7 +459,8 @@ def _sensitivity_text(table: pl.DataFrame) -> str:
     table = labelled(table, exclude=["eps"])
     has_setting = bool((table["setting"].str.len_chars() > 0).any())
     header = ["policy", *(["setting"] if has_setting else []), "budget", "eps", "n", "accuracy"]
-    header += ["switches/resp.", "effective/resp.", "eff./switches", "eff. % tokens"]
+    header += ["recovery [95% CI]", "switches/resp.", "effective/resp.", "eff./switches"]
+    header += ["eff. % tokens"]
     rows = []
     for row in table.iter_rows(named=True):
         pair = [
@@ -462,10 +479,28 @@ def _sensitivity_text(table: pl.DataFrame) -> str:
                 f"{row['eps']:g}",
                 str(row["n_responses"]),
                 share_text(row["accuracy"], 1),
+                interval_text(row, "recovery", percent=False),
                 f"{row['switches_per_response']:.1f}",
                 *pair,
             ]
         )
+    return _text_table(header, rows, left=1 + has_setting)
+
+
+def _agreement_text(table: pl.DataFrame) -> str:
+    table = labelled(table)
+    has_setting = bool((table["setting"].str.len_chars() > 0).any())
+    header = ["policy", *(["setting"] if has_setting else []), "budget", "switches", "above eps"]
+    header += ["agreement [95% CI]"]
+    rows = [
+        [
+            *_setting_cells(row, has_setting),
+            str(row["n_switches"]),
+            str(row["n_above"]),
+            interval_text(row, "agreement"),
+        ]
+        for row in table.iter_rows(named=True)
+    ]
     return _text_table(header, rows, left=1 + has_setting)
 
 

@@ -31,7 +31,9 @@ import polars as pl
 
 from divscope.analyses._frames import Frame, checked_lazy
 from divscope.analyses.controls import (
+    NAMED_WHEN_SET,
     SAMPLING_COLUMNS,
+    UNNAMED_WHEN_NULL,
     Selector,
     Setting,
     Settings,
@@ -537,9 +539,10 @@ def setting_labels(
     """Per row of a curve, the setting columns that vary within its policy, with their values.
 
     Only the columns of `SETTING_COLUMNS` that take more than one value (null counts as one)
-    among the policy's rows are named, so a policy run at a single setting gets "", except a
-    forced opening (`force_prefix`), named wherever it is set: it changes what a `base` or
-    `rl` row is (no longer a control), even when every row shown has it.
+    among the policy's rows are named, so a policy run at a single setting gets "", except the
+    columns of `NAMED_WHEN_SET` (a forced opening, a stratum, a retrospective map's table),
+    named wherever they are set: they change what the rows are (a forced `base` is no longer a
+    control), even when every row shown has them.
 
     Args:
         curve: a frame with `policy` and setting columns, e.g. `cross_sampling_curve`'s.
@@ -555,6 +558,12 @@ def setting_labels(
     ['eps=0.01', 'eps=0.05', '']
     >>> setting_labels(pl.DataFrame({"policy": ["base"], "force_prefix": ["Alright"]})).to_list()
     ['force_prefix=Alright']
+    >>> setting_labels(pl.DataFrame({"policy": ["forward"], "stratum": ["tail"]})).to_list()
+    ['stratum=tail']
+    >>> strata = pl.DataFrame({"policy": ["forward"] * 2, "stratum": ["tail", "entropy-matched"],
+    ...                        "match_tol": [None, 0.1]})
+    >>> setting_labels(strata).to_list()
+    ['stratum=tail', 'stratum=entropy-matched, match_tol=0.1']
     """
     skipped = set(exclude)
     settings = [c for c in SETTING_COLUMNS if c in curve.columns and c not in skipped]
@@ -563,12 +572,16 @@ def setting_labels(
             c
             for c in settings
             if rows[c].n_unique() > 1
-            or (c == "force_prefix" and rows[c].null_count() < rows.height)
+            or (c in NAMED_WHEN_SET and rows[c].null_count() < rows.height)
         ]
         for (policy,), rows in curve.group_by("policy")
     }
     labels = [
-        ", ".join(f"{c}{separator}{format_value(row[c])}" for c in varying[row["policy"]])
+        ", ".join(
+            f"{c}{separator}{format_value(row[c])}"
+            for c in varying[row["policy"]]
+            if not (c in UNNAMED_WHEN_NULL and row[c] is None)
+        )
         for row in curve.iter_rows(named=True)
     ]
     return pl.Series("setting", labels, dtype=pl.String())

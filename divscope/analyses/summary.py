@@ -37,6 +37,7 @@ import polars as pl
 from divscope.analyses._frames import Frame, checked_lazy
 from divscope.analyses.coverage import COVERAGE_COLUMNS, PathCoverage, path_coverage
 from divscope.analyses.cross_sample_report import CrossSampleReport, cross_sample_report
+from divscope.analyses.difficulty import DIFFICULTY_THRESHOLDS, Difficulty, by_difficulty
 from divscope.analyses.distribution import (
     DEFAULT_SPARSITY_THRESHOLDS,
     Lorenz,
@@ -196,6 +197,9 @@ class Summary:
     rast: RastSection
     cross_sample: CrossSampleReport | None
     """`cross_sample_report` of the cross-sample results; None without them."""
+    difficulty: Difficulty | None = None
+    """`by_difficulty` of the table (and the cross-sample results) by base pass@1 tertile;
+    None without tertiles."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict: frames become lists of row dicts, NaN becomes None."""
@@ -279,6 +283,7 @@ def summary(
     reference: str | Frame | None = None,
     recovery_at: int | None = None,
     differences: Sequence[str] = (),
+    difficulty: pl.DataFrame | None = None,
     n_boot: int = 1000,
     seed: int = 0,
 ) -> Summary:
@@ -304,6 +309,8 @@ def summary(
         recovery_at: None for recovery on mean@n, k for recovery on pass@k.
         differences: pairs of settings to compare with paired CIs, "A - B" with each side
             column=value[,column=value], e.g. "policy=rl-replace - policy=base-greedy".
+        difficulty: per prompt its base pass@1 tertile (`difficulty_tertiles`), for
+            `by_difficulty` on the core section's metric (with `cross_sample`'s recovery).
         n_boot: bootstrap resamples for every interval.
         seed: seed of every bootstrap.
 
@@ -341,6 +348,8 @@ def summary(
     lazy = checked_lazy(tokens, columns, what="summary")
     frame = lazy.select(list(dict.fromkeys(columns))).collect(engine="streaming")
     thresholds, rescaled = core_thresholds(frame, core, rescale=rescale_thresholds)
+    # The difficulty shares' JS thresholds, carried to the core metric as the core section's.
+    carried = {t: t for t in DIFFICULTY_THRESHOLDS} | {m.threshold: m.value for m in rescaled or ()}
     counts = frame.select(
         pl.struct("prompt_id", "sample_id").n_unique().alias("responses"),
         pl.col("prompt_id").n_unique().alias("prompts"),
@@ -366,6 +375,19 @@ def summary(
         takeover=_takeover_section(frame, takeover, n_boot=n_boot, seed=seed),
         rast=RastSection(path_coverage=path_coverage(frame, n_boot=n_boot, seed=seed)),
         cross_sample=report,
+        difficulty=None
+        if difficulty is None
+        else by_difficulty(
+            frame,
+            difficulty,
+            results=cross_sample,
+            metric=core,
+            thresholds=tuple(carried[t] for t in DIFFICULTY_THRESHOLDS),
+            reference=reference,
+            recovery_at=recovery_at,
+            n_boot=n_boot,
+            seed=seed,
+        ),
     )
 
 

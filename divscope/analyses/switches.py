@@ -1,5 +1,6 @@
-"""What the switches of cross-sampling are: how many change the token, which tokens they swap,
-and how many are planning words.
+"""What the switches of cross-sampling are: how many change the token (per threshold, with the
+recovery of each point), which tokens they swap, how many are planning words, and how often a
+switch position still diverges on the cross-sampled path (`map_agreement`).
 
 Input: cross-sample results (docs/contracts.md, "Cross-sample results"). At each switch position
 the results hold the token the primary model drew with the step's coupled uniform
@@ -13,12 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
 import polars as pl
 import polars.selectors as cs
 
 from divscope.analyses._frames import Frame, checked_lazy
-from divscope.analyses.controls import Settings
+from divscope.analyses.controls import Settings, benchmark_codes
+from divscope.analyses.cross_sampling import Reference, cross_sampling_curve
+from divscope.analyses.stats import PairedBootstrap, interval_columns
 from divscope.analyses.tokens import PLANNING_WORDS, word_counts
+from divscope.schema import SETTING_COLUMNS
 
 PAIR_COLUMNS: tuple[str, ...] = (
     "response_ids", "switch_positions", "switch_primary_ids", "switch_primary_tokens",
@@ -121,6 +126,156 @@ def threshold_sensitivity(results: Frame) -> pl.DataFrame:
         "effective_token_share",
         "effective_independent_token_share",
     ).sort("policy", *settings.settings, "budget", nulls_last=True)
+
+
+def threshold_curves(
+    results: Frame,
+    *,
+    reference: Reference = None,
+    recovery_at: int | None = None,
+    base_policy: str = "base",
+    rl_policy: str = "rl",
+    n_boot: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> pl.DataFrame:
+    """Recovery against budget, one curve per eps, and each point's effective/total ratio.
+
+    `threshold_sensitivity` joined with the accuracy and recovery intervals of
+    `cross_sampling_curve` (on all of `results`, so its intervals are those of the curve):
+    the settings with an `eps` (`--eps 0.01,0.05,0.1,0.2` gives forward and reverse one
+    setting per eps and budget), with both counts of effective switches (the coupled draw,
+    `n_effective`, and an independent one, `n_effective_independent`).
+
+    Args:
+        results: graded cross-sample results with the controls (as `cross_sampling_curve`)
+            and settings with an `eps`.
+        reference: the recovery's upper bound, as in `cross_sampling_curve`.
+        recovery_at: None for recovery on mean@n, or the k of pass@k.
+        base_policy: the base-model control.
+        rl_policy: the RL-model control.
+        n_boot: bootstrap resamples of prompts.
+        seed: seed of the bootstrap.
+        confidence: coverage of the intervals.
+
+    Returns:
+        The columns of `threshold_sensitivity`, then `n_prompts`, `accuracy_low`,
+        `accuracy_high`, `recovery`, `recovery_low`, `recovery_high` (null without controls);
+        sorted by policy, eps (and the other setting columns) and budget: each eps's curve
+        over the budgets.
+
+    Raises:
+        DivscopeError: what `cross_sampling_curve` raises.
+
+    >>> results = pl.DataFrame({"prompt_id": ["a", "b"] * 4,
+    ...     "policy": ["base"] * 2 + ["rl"] * 2 + ["forward"] * 4,
+    ...     "budget": [-1] * 4 + [1, 1, 2, 2], "eps": [None] * 4 + [0.05] * 4,
+    ...     "correct": [False, False, True, True, True, False, True, True],
+    ...     "n_tokens": [10] * 8, "n_switches": [0] * 4 + [1, 1, 2, 2],
+    ...     "n_effective": [0] * 4 + [1, 0, 1, 1]})
+    >>> threshold_curves(results, n_boot=20).select("budget", "recovery", "effective_ratio").rows()
+    [(1, 0.5, 0.5), (2, 1.0, 0.5)]
+    """
+    sensitivity = threshold_sensitivity(results)
+    curve = cross_sampling_curve(
+        results,
+        reference=reference,
+        recovery_at=recovery_at,
+        base_policy=base_policy,
+        rl_policy=rl_policy,
+        n_boot=n_boot,
+        seed=seed,
+        confidence=confidence,
+    )
+    keys = [c for c in sensitivity.columns if c in ("policy", "budget", *SETTING_COLUMNS)]
+    measures = ["n_prompts", "accuracy_low", "accuracy_high"]
+    measures += ["recovery", "recovery_low", "recovery_high"]
+    return sensitivity.join(
+        curve.select(*keys, *measures), on=keys, how="left", nulls_equal=True
+    ).sort("policy", *keys[2:], "budget", nulls_last=True, maintain_order=True)
+
+
+def map_agreement(
+    results: Frame, *, n_boot: int = 1000, seed: int = 0, confidence: float = 0.95
+) -> pl.DataFrame:
+    """How often the switch positions still diverge on the cross-sampled path.
+
+    `switch_js` holds, at each switch position of a response, the online JS between the base
+    and RL models (top-p truncated, as the online rule computes it) on the response's own
+    prefix. Per setting with an `eps`, the agreement is the share of its switch positions with
+    `switch_js` > eps (compared in float32, as the decoder compares), pooled over its
+    responses (Σ above / Σ switches). Online `forward` and
+    `reverse` switch only there, so their agreement is 1; a retrospective map (positions
+    precomputed on reference trajectories) intervenes where the reference diverged, and its
+    agreement says how often the mixed prefix still diverges there; an `entropy-matched`
+    stratum switches at low divergence by design. Rows whose `switch_js` is null (policies
+    without JS) are left out; responses without a switch count in `n_responses` only.
+
+    The intervals resample prompts (within each benchmark when there are several), one set of
+    weights for every setting, so two settings' agreements are paired.
+
+    Args:
+        results: cross-sample results with `prompt_id`, `policy`, `budget`, `eps`,
+            `switch_js`.
+        n_boot: bootstrap resamples of prompts.
+        seed: seed of the bootstrap.
+        confidence: coverage of the intervals.
+
+    Returns:
+        One row per setting (its key columns, as `cross_sampling_curve`): `n_prompts`,
+        `n_responses`, `n_switches`, `n_above` (switches with switch_js > eps), `agreement`
+        (n_above / n_switches; null without a switch), `agreement_low`, `agreement_high`.
+        Sorted by policy, the setting columns and budget.
+
+    >>> results = pl.DataFrame({"prompt_id": ["a", "b", "a"], "policy": ["forward"] * 3,
+    ...     "budget": [-1] * 3, "eps": [0.05] * 3, "map": ["retrospective"] * 3,
+    ...     "switch_js": [[0.2, 0.01], [0.3], None]})
+    >>> map_agreement(results, n_boot=20).select("n_switches", "n_above", "agreement").row(0)
+    (3, 2, 0.6666666666666666)
+    """
+    settings = Settings(
+        results,
+        what="map_agreement",
+        required=("eps", "switch_js"),
+        graded=False,
+        controls=(),
+    )
+    frame = settings.frame.filter(pl.col("eps").is_not_null() & pl.col("switch_js").is_not_null())
+    prompts = settings.prompts()
+    index = {p: i for i, p in enumerate(prompts)}
+    codes = benchmark_codes(prompts, settings.benchmarks())
+    bootstrap = PairedBootstrap.drawn(codes, n_boot=n_boot, seed=seed)
+    rows = []
+    for setting in settings.cells(frame):
+        responses = frame.filter(setting.expression())
+        switches = (
+            responses.select("prompt_id", "eps", pl.col("switch_js").alias("js"))
+            .explode("js")
+            .drop_nulls("js")
+        )
+        per_prompt = switches.group_by("prompt_id").agg(
+            pl.len().alias("n"),
+            # In float32, as the decoder compares its float32 JS with eps.
+            (pl.col("js").cast(pl.Float32) > pl.col("eps").cast(pl.Float32)).sum().alias("above"),
+        )
+        totals, counts = np.zeros(len(prompts)), np.zeros(len(prompts))
+        for prompt, n, above in per_prompt.iter_rows():
+            counts[index[prompt]], totals[index[prompt]] = n, above
+        agreement = bootstrap.ratio(totals, counts).interval(confidence) if counts.any() else None
+        rows.append(
+            {
+                **dict(zip(setting.names, setting.values, strict=True)),
+                "n_prompts": responses["prompt_id"].n_unique(),
+                "n_responses": responses.height,
+                "n_switches": int(counts.sum()),
+                "n_above": int(totals.sum()),
+                **interval_columns("agreement", agreement),
+            }
+        )
+    schema = {c: settings.frame.schema[c] for c in settings.keys}
+    schema |= {c: pl.Int64() for c in ("n_prompts", "n_responses", "n_switches", "n_above")}
+    schema |= {f"agreement{end}": pl.Float64() for end in ("", "_low", "_high")}
+    return pl.DataFrame(rows, schema=schema)
 
 
 def switch_pairs(

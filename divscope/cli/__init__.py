@@ -79,6 +79,7 @@ from divscope.cli import lab as _lab  # noqa: E402
 from divscope.cli import plot as _plot  # noqa: E402
 from divscope.cli import report as _report  # noqa: E402
 from divscope.cli import score as _score  # noqa: E402
+from divscope.cli import weights as _weights  # noqa: E402
 
 app.command("score")(_score.score)
 app.command("analyze")(_analyze.analyze)
@@ -88,4 +89,5 @@ app.command("generate")(_generate.generate)
 app.command("grade")(_grade.grade)
 app.command("cross-sample")(_cross_sample.cross_sample)
 app.command("calibrate")(_calibrate.calibrate)
+app.command("weights")(_weights.weights)
 app.add_typer(_lab.app, name="lab")

@@ -20,6 +20,22 @@ def analyze(
     reference: options.Reference = None,
     recovery_at: options.RecoveryAt = None,
     differences: options.Difference = None,
+    difficulty: Annotated[
+        Path | None,
+        typer.Option(
+            "--difficulty",
+            help="Graded base responses (divscope grade output, or cross-sample results with "
+            "the base control): statistics and, with --xs, recovery per base pass@1 tertile.",
+        ),
+    ] = None,
+    difficulty_model: Annotated[
+        str | None,
+        typer.Option(
+            "--difficulty-model",
+            help="The base model's `model` value when --difficulty holds several models' "
+            "responses (e.g. base in the lab's trajectories.jsonl).",
+        ),
+    ] = None,
     metric: options.Metric = None,
     core_metric: options.CoreMetric = defaults.CORE_METRIC,
     takeover_metric: options.TakeoverMetric = defaults.TAKEOVER_METRIC,
@@ -33,7 +49,11 @@ def analyze(
     reordering, tail promotion, word frequencies) on js, the takeover paper's (Lorenz/Gini,
     early density, planning words, failure AUROC, IoU with base entropy) on ce_base_rl, and
     RAST's path coverage; with --compare, side-by-side sparsity; with --xs, the cross-sample
-    report (recovery per setting, pass@k, majority@k, flips, differences).
+    report (recovery per setting, pass@k, majority@k, flips, differences, recovery and
+    effective/total switches per eps, and with `switch_js` the share of switch positions
+    still above eps online); with --difficulty, sparsity, position and (with --xs) recovery
+    per tertile of the base model's pass@1 (prompts of equal pass@1 share a tertile), with
+    easy - hard differences and problem-bootstrap intervals.
     """
     from divscope.analyses.analyze import analyze as run
     from divscope.analyses.analyze import digest
@@ -46,6 +66,8 @@ def analyze(
         reference=reference,
         recovery_at=recovery_at,
         differences=differences,
+        difficulty=difficulty,
+        difficulty_model=difficulty_model,
         metric=metric,
         core_metric=core_metric,
         takeover_metric=takeover_metric,

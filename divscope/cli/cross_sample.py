@@ -48,6 +48,48 @@ def cross_sample(
             "them once per eps (e.g. 0.01,0.05,0.1).",
         ),
     ] = None,
+    stratify: Annotated[
+        str,
+        typer.Option(
+            "--stratify",
+            metavar="STRATUM[,STRATUM...]",
+            help="forward/reverse: switch only at one class of divergent positions, once per "
+            "stratum, at the same budgets: none (every one), rerank (the intervener's top-1 is "
+            f"within the primary's top-{defaults.RERANK_TOP_K}), tail (the intervener's sampled "
+            f"token has probability < {defaults.TAIL_P:g} under the primary), entropy-matched "
+            "(low-divergence positions whose base entropy is within --match-tol of an earlier "
+            "divergent one's; a divergent position is matched once). Full distributions, T=1.",
+        ),
+    ] = defaults.STRATIFY,
+    match_tol: Annotated[
+        float,
+        typer.Option(
+            "--match-tol",
+            help="entropy-matched: the largest base-entropy difference (nats) to the divergent "
+            "position matched.",
+        ),
+    ] = defaults.MATCH_TOL,
+    map_kind: Annotated[
+        str,
+        typer.Option(
+            "--map",
+            metavar="online|retrospective",
+            help="forward/reverse: where divergence is found. online: JS > eps on the mixed "
+            "prefix; retrospective: at the positions with js > eps of the response's reference "
+            "trajectory in --map-table (same prompt_id and sample_id, else sample_id mod the "
+            "prompt's trajectories). online,retrospective runs both.",
+        ),
+    ] = defaults.MAP,
+    map_table: Annotated[
+        str | None,
+        typer.Option(
+            "--map-table",
+            metavar="TOKENS[,TOKENS...]",
+            help="--map retrospective: token tables (divscope score) of reference trajectories, "
+            "e.g. the RL model's responses scored against base, or against a checkpoint (--rl "
+            "rl-step-30); one setting per table.",
+        ),
+    ] = None,
     budgets: Annotated[
         str,
         typer.Option(
@@ -186,8 +228,9 @@ def cross_sample(
     """Decode --n responses per prompt of PROMPTS with --base and --rl in lockstep.
 
     Each policy decides, token by token, whose token is emitted (forward: the RL token where
-    JS > --eps, up to each budget). Writes one row per response (n_switches, n_effective,
-    switch_positions, correct) and prints accuracy and recovery with 95% CIs per policy and
+    JS > --eps, up to each budget; --stratify and --map restrict or precompute where). Writes
+    one row per response (n_switches, n_effective, switch_positions, switch_js: the online JS
+    at each switch, correct) and prints accuracy and recovery with 95% CIs per setting and
     budget. Same --seed, same responses (on a GPU: with the same --batch-size). Results are
     written in parts as they are done; --resume continues an interrupted run.
     """
@@ -218,6 +261,10 @@ def cross_sample(
         replace_top_p=replace_top_p,
         temperature=temperature,
         top_p=top_p,
+        stratify=stratify,
+        match_tol=match_tol,
+        map_kind=map_kind,
+        map_table=map_table,
     )
     config = options.decode_config(
         top_p=top_p,

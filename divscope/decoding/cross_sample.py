@@ -17,7 +17,8 @@ from typing import Any
 import polars as pl
 
 from divscope.decoding.lockstep import DecodeConfig, Decoded, Request, decoding_models
-from divscope.decoding.policies import Base, Early, Policy
+from divscope.decoding.maps import DivergenceMap
+from divscope.decoding.policies import Base, Early, Forward, Policy, Reverse
 from divscope.defaults import BUDGETS, DEVICE, DTYPE, GRADE_TIMEOUT, SAMPLES
 from divscope.errors import DivscopeError
 from divscope.progress import Progress
@@ -71,7 +72,10 @@ def cross_sample(
         prompts: Parquet or JSONL prompts (`prompt_id`, `prompt` or `prompt_ids`, `answer`).
         base: the base model, a local directory or a hub id.
         policies: the policies to run, e.g. `[Base(), RL(), Forward(eps=0.05)]`, as given
-            (`settings.parse_policies` is what adds rl-replace's controls at its sampling).
+            (`settings.parse_policies` is what adds rl-replace's controls at its sampling). A
+            `forward` or `reverse` with a `map_table` switches at the positions of that token
+            table's trajectory of each response with `js > eps` (`maps.DivergenceMap`; with a
+            forced opening, counted from the response's start).
         out: the results: a `.parquet` or `.jsonl` file, or a directory of parts. Written in
             parts, one per chunk of prompts and setting (`divscope.parts`), each as soon as it
             is decoded and graded; a file is assembled from them at the end.
@@ -119,8 +123,8 @@ def cross_sample(
     Raises:
         DivscopeError: bad prompts, budgets or grader, a missing model, models whose ordinary
             vocabularies differ, a forced policy that does not run, a prefix that tokenizes to
-            no token (or to a stop token), an existing output without `overwrite` or `resume`,
-            or one made with other settings.
+            no token (or to a stop token), a map table that is unreadable or lacks a prompt, an
+            existing output without `overwrite` or `resume`, or one made with other settings.
 
     Example:
         >>> import divscope
@@ -155,6 +159,7 @@ def cross_sample(
         raise DivscopeError(
             f"{prompts}: --grader {grader} needs an 'answer' column in the prompts."
         )
+    maps = _maps(policies, frame["prompt_id"])
     paths = {"base": base, "rl": rl, "rast_base": rast_base, "rast_rl": rast_rl}
     needed = [name for name in paths if any(name in decoding_models(p, config) for p in policies)]
     for name in needed:
@@ -255,6 +260,7 @@ def cross_sample(
             dict(zip(keys, frame["benchmark"], strict=True)) if "benchmark" in frame.columns else {}
         )
         rows = n * sum(costs[u] for u in todo)
+        shared: dict[tuple[str, str | None, int], list[Decoded]] = {}  # see `_shared_key`
         with Progress(
             rows, desc=f"cross-sampling{share_note(world)}", unit="seq", enabled=progress
         ) as bar:
@@ -262,11 +268,23 @@ def cross_sample(
                 policy, budget, prefix = runs[unit // len(chunks)]
                 opening = () if prefix is None else loaded.prefix_ids
                 requests = [
-                    Request(keys[i], sample, (*loaded.prompt_ids[i], *opening), budget)
+                    Request(
+                        keys[i],
+                        sample,
+                        (*loaded.prompt_ids[i], *opening),
+                        budget,
+                        _map_steps(policy, maps, keys[i], sample, len(opening)),
+                    )  # fmt: skip
                     for i in chunks[unit % len(chunks)]
                     for sample in range(n)
                 ]
-                decoded = [_opened(d, opening) for d in _decode(loaded, requests, policy, config)]
+                key = _shared_key(policy, budget, prefix, unit % len(chunks))
+                decoded = shared.get(key) if key is not None else None
+                if decoded is None:
+                    decoded = _decode(loaded, requests, policy, config)
+                    decoded = [_opened(d, opening) for d in decoded]
+                    if key is not None:
+                        shared[key] = decoded
                 texts = loaded.tokenizer.batch_decode(
                     [d.response_ids for d in decoded], skip_special_tokens=True
                 )
@@ -279,6 +297,51 @@ def cross_sample(
                 parts.write(unit, cross_sample_frame(results), metadata)
                 bar.update(len(requests))
     return read_cross_sample(out) if parts.finish(world) else None
+
+
+def _maps(policies: Sequence[Policy], prompt_ids: Sequence[str]) -> dict[str, DivergenceMap]:
+    """The retrospective maps of `policies` by table, each read once at the smallest eps that
+    reads it, and checked to hold every prompt of `prompt_ids`.
+
+    Raises:
+        DivscopeError: an unreadable table, or a prompt it has no trajectory of.
+    """
+    from divscope.decoding.maps import read_map
+
+    floors: dict[str, float] = {}
+    for policy in policies:
+        table, eps = policy.params().get("map_table"), policy.params().get("eps")
+        if table is not None:
+            floors[table] = min(eps, floors.get(table, eps))
+    maps = {table: read_map(table, eps=eps) for table, eps in floors.items()}
+    for divergence_map in maps.values():
+        divergence_map.check_prompts(prompt_ids)
+    return maps
+
+
+def _map_steps(
+    policy: Policy, maps: Mapping[str, DivergenceMap], prompt_id: str, sample_id: int, opening: int
+) -> tuple[int, ...] | None:
+    """The decoding steps where `policy`'s retrospective map has (`prompt_id`, `sample_id`)
+    divergent: the map's positions less the `opening` tokens forced before them; None for a
+    policy without a map."""
+    params = policy.params()
+    if params.get("map_table") is None:
+        return None
+    positions = maps[params["map_table"]].steps(prompt_id, sample_id, eps=params["eps"])
+    return tuple(p - opening for p in positions if p >= opening)
+
+
+def _shared_key(
+    policy: Policy, budget: int, prefix: str | None, chunk: int
+) -> tuple[str, str | None, int] | None:
+    """The key under which a unit's decode is shared with other settings, None when it is
+    not: `forward` and `reverse` at budget 0 never switch, so they decode the same responses
+    (the primary's, with no switch) for every eps, stratum and map; the run decodes each of
+    their chunks once and writes it under each setting."""
+    if budget != 0 or not isinstance(policy, Forward | Reverse):
+        return None
+    return policy.name, prefix, chunk
 
 
 def _forced(
@@ -536,6 +599,7 @@ def _results_frame(
                 [pieces([d.response_ids[p] for p in d.switch_positions]) for d in decoded],
                 dtype=pl.List(pl.String()),
             ),
+            "switch_js": pl.Series([d.switch_js for d in decoded], dtype=pl.List(pl.Float32())),
             "n_effective_independent": [d.n_effective_independent for d in decoded],
             "delta_cosine": pl.Series(
                 [d.delta_cosine for d in decoded], dtype=pl.List(pl.Float32())

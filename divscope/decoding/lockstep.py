@@ -13,8 +13,9 @@ preallocated buffer (`cache.GrowingLayer`).
 
 What is recorded besides the tokens: at each switch, the primary model's own coupled draw
 (`switch_primary_ids`) and whether the emitted token differs from an independent draw of the
-primary (`Stream.PRIMARY`: `n_effective_independent`); with `delta_alignment`, per step the
-cosine between the two pairs' logit differences (`delta_cosine`). None of it changes a token.
+primary (`Stream.PRIMARY`: `n_effective_independent`); for `forward` and `reverse` the step's
+online JS at each switch (`switch_js`); with `delta_alignment`, per step the cosine between the
+two pairs' logit differences (`delta_cosine`). None of it changes a token.
 
 What is reproducible: the same requests in the same batches give the same tokens, and since
 every policy of a run decodes identical batches, the invariants between policies (`forward`
@@ -114,6 +115,9 @@ class Request:
     prompt_ids: tuple[int, ...]
     budget: int = -1
     """Most switches allowed; −1 = unlimited."""
+    map_steps: tuple[int, ...] | None = None
+    """The steps of a retrospective map where the policy's response is divergent (the map's
+    positions, less a forced opening's length); None without one."""
 
 
 DELTA_MODELS: tuple[str, ...] = ("base", "rl", "rast_base", "rast_rl")
@@ -141,6 +145,9 @@ class Decoded:
     n_effective_independent: int
     """Switches whose emitted token differs from an independent draw of the primary model
     (same distribution, `Policy.primary_config`; uniform of `Stream.PRIMARY`)."""
+    switch_js: list[float] | None = None
+    """For policies that record it (`Policy.records_js`: `forward`, `reverse`), the step's
+    online `js` (base vs RL on the mixed prefix) at each switch position; else None."""
     delta_cosine: list[float | None] | None = None
     """With `delta_alignment`, per response position t, `delta_cosine` of the logits that
     predicted token t (None where it is NaN: a zero difference); else None."""
@@ -447,8 +454,8 @@ class _Batch:
     model consumes the emitted token; finished rows leave the batch every `CHECK_EVERY` steps.
 
     Per-row tensors hold the active rows only; `rows` maps them to the batch's rows, and the
-    outputs (`tokens`, `switched`, `primary`, `effective`, `independent`, `delta`) are written
-    per batch row.
+    outputs (`tokens`, `switched`, `primary`, `effective`, `independent`, `js`, `delta`) are
+    written per batch row.
     """
 
     def __init__(
@@ -470,8 +477,8 @@ class _Batch:
 
         self.u, self.u_switch = stream(Stream.SAMPLE, self.steps), stream(Stream.SWITCH, self.steps)
         self.u_primary = stream(Stream.PRIMARY, self.steps)
-        self.state = policy.init_state(stream(Stream.RESPONSE, 1)[:, 0])
         n = len(batch)
+        self.state = policy.init_state(stream(Stream.RESPONSE, 1)[:, 0], batch, self.steps)
         self.limit = torch.tensor(limits, device=device)  # [b]
         self.budget = torch.tensor(
             [r.budget if r.budget >= 0 else self.steps for r in batch], device=device
@@ -488,6 +495,11 @@ class _Batch:
         self.delta = (
             torch.full((n, self.steps), torch.nan, dtype=torch.float32, device=device)  # [B, T]
             if config.delta_alignment
+            else None
+        )
+        self.js = (
+            torch.zeros(n, self.steps, dtype=torch.float32, device=device)  # [B, T]
+            if policy.records_js
             else None
         )
 
@@ -508,7 +520,7 @@ class _Batch:
     def _step(self, t: int) -> None:
         rows, config, policy = self.rows, self.config, self.policy
         u, u_switch = self.u[:, t], self.u_switch[:, t]
-        view = StepView(self.stepper.logits, u, u_switch, config.sampling)
+        view = StepView(self.stepper.logits, u, u_switch, config.sampling, step=t)
         view.truncate_together(policy.drawn)
         proposal = policy.propose(view, self.state)
         token = proposal.primary
@@ -523,6 +535,8 @@ class _Batch:
             self.n_switches += switch
             self.switched[rows, t] = switch
             self.primary[rows, t] = proposal.primary.to(torch.int32)
+        if self.js is not None:
+            self.js[rows, t] = view.js.float()
         if self.delta is not None:
             self.delta[rows, t] = delta_cosine(self.stepper.logits)
         token = torch.where(self.done, self.eos[0], token)
@@ -552,6 +566,7 @@ class _Batch:
         primary = self.primary.cpu().numpy()  # [B, T]
         counts = torch.stack([self.effective, self.independent], dim=1).tolist()  # [B, 2]
         delta = self.delta.cpu().numpy() if self.delta is not None else None  # [B, T]
+        js = self.js.cpu().numpy() if self.js is not None else None  # [B, T]
         out = []
         for i, (row, switches, (n_effective, n_independent), limit) in enumerate(
             zip(tokens, switched, counts, self.limit_all, strict=True)
@@ -568,6 +583,7 @@ class _Batch:
                     switch_positions=positions.tolist(),
                     switch_primary_ids=primary[i, positions].tolist(),
                     n_effective_independent=int(n_independent),
+                    switch_js=js[i, positions].tolist() if js is not None else None,
                     delta_cosine=_nan_to_none(delta[i, :length]) if delta is not None else None,
                 )
             )

@@ -18,13 +18,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, fields, is_dataclass
 from fractions import Fraction
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import Tensor
 
 from divscope.decoding.randomness import inverse_cdf
-from divscope.defaults import GATE_WINDOW, RAST_LAM, REPLACE_TEMPERATURE, REPLACE_TOP_P
+from divscope.defaults import (
+    GATE_WINDOW,
+    RAST_LAM,
+    REPLACE_TEMPERATURE,
+    REPLACE_TOP_P,
+    RERANK_TOP_K,
+    TAIL_P,
+)
 from divscope.errors import DivscopeError
 from divscope.scoring.stats import (
     StatsConfig,
@@ -34,6 +41,9 @@ from divscope.scoring.stats import (
     truncate,
     truncated_js,
 )
+
+if TYPE_CHECKING:
+    from divscope.decoding.lockstep import Request
 
 
 class StepView:
@@ -46,6 +56,7 @@ class StepView:
         u: Tensor,
         u_switch: Tensor,
         sampling: StatsConfig,
+        step: int = 0,
     ) -> None:
         """
         Args:
@@ -53,12 +64,15 @@ class StepView:
             u: `[B]` float64 sampling uniforms of this step.
             u_switch: `[B]` float64 uniforms of the `random` policy's coin.
             sampling: temperature, top-p and window of the sampled distributions and of `js`.
+            step: the decoding step t (the response position of the token drawn).
         """
         self.logits = logits
         self.u = u
         self.u_switch = u_switch
         self.sampling = sampling
+        self.step = step
         self._truncated: dict[tuple[str, StatsConfig], Truncated] = {}
+        self._probs: dict[str, Tensor] = {}
 
     def truncate_together(self, models: Sequence[str]) -> None:
         """Truncate the sampled distributions of `models` in one call (one host sync for the
@@ -94,6 +108,18 @@ class StepView:
     def top1(self, model: str) -> Tensor:
         """`[B]` the most probable token of `model` (T=1, ties to the lowest id)."""
         return top1(self.logits[model])
+
+    def probs(self, model: str) -> Tensor:
+        """`[B, V]` float32 probabilities of `model`'s full distribution at T=1."""
+        if model not in self._probs:
+            self._probs[model] = torch.softmax(self.logits[model].float(), dim=-1)
+        return self._probs[model]
+
+    def rank(self, model: str, tokens: Tensor) -> Tensor:
+        """`[B]` the 1-based rank of `tokens` (`[B]`) under `model`'s full T=1 distribution:
+        1 + the number of tokens more probable (the token table's `rl_top1_rank_in_base`)."""
+        probs = self.probs(model)
+        return 1 + (probs > probs.gather(-1, tokens[:, None])).sum(-1)
 
 
 def _rows(value: Any, rows: slice) -> Any:
@@ -141,8 +167,19 @@ class Policy:
         """The policy's parameters, as results columns."""
         return asdict(self)
 
-    def init_state(self, u_response: Tensor) -> dict[str, Tensor]:
-        """Per-batch state, given `[B]` float64 once-per-response uniforms."""
+    records_js: ClassVar[bool] = False
+    """Whether the decoder records the step's `js` at each switch (`Decoded.switch_js`)."""
+
+    def init_state(
+        self, u_response: Tensor, requests: Sequence[Request], steps: int
+    ) -> dict[str, Tensor]:
+        """Per-batch state.
+
+        Args:
+            u_response: `[B]` float64 once-per-response uniforms.
+            requests: the batch's requests, in its row order.
+            steps: the most steps the batch decodes.
+        """
         return {}
 
     def select_state(self, state: dict[str, Tensor], rows: Tensor) -> dict[str, Tensor]:
@@ -206,31 +243,132 @@ class RL(_Control):
     primary: ClassVar[str] = "rl"
 
 
-@dataclass(frozen=True)
-class Forward(Policy):
-    """Primary base, intervener RL: switch where JS > eps (forward cross-sampling)."""
+STRATA: tuple[str, ...] = ("none", "rerank", "tail", "entropy-matched")
+"""The classes of positions `forward` and `reverse` may be restricted to (`--stratify`)."""
+
+
+@dataclass(frozen=True, repr=False)
+class _Intervention(Policy):
+    """Switch from the primary model to the intervener at divergent steps, optionally only at
+    one stratum of positions (docs/contracts.md, "Policies of the lockstep decoder").
+
+    A step is *divergent* where JS > eps on the mixed prefix (online), or, with a
+    retrospective map (`map_table`), where its position is one of the map's (the request's
+    `map_steps`). The stratum then gates the switch:
+
+    - None: every divergent step.
+    - `rerank`: divergent, and the intervener's top-1 token (full, T=1) ranks within the
+      primary's top `RERANK_TOP_K` (full, T=1; rank = 1 + the tokens more probable).
+    - `tail`: divergent, and the intervener's sampled token has probability < `TAIL_P` under
+      the primary's full T=1 distribution.
+    - `entropy-matched`: low-divergence steps whose base entropy (full, T=1) matches a
+      divergent one's. Per row a pending entropy h, none at the start: a divergent step with
+      none pending sets h := its base entropy (no switch); a non-divergent step with h pending
+      and |H_base − h| <= `match_tol` switches, and clears h.
+    """
+
+    budgeted: ClassVar[bool] = True
+    records_js: ClassVar[bool] = True
+    intervener: ClassVar[str]
+    eps: float
+    """JS threshold (nats); a negative eps switches at every step."""
+    stratum: str | None = None
+    """One of `STRATA` other than `none`; None: every divergent step."""
+    match_tol: float | None = None
+    """`entropy-matched`: the base-entropy tolerance (nats); None for the other strata."""
+    map_table: str | None = None
+    """The token table of a retrospective map: divergent steps are its positions with
+    js > eps (the requests' `map_steps`); None: online, js > eps on the mixed prefix."""
+
+    def __post_init__(self) -> None:
+        if self.stratum not in (None, *STRATA[1:]):
+            raise DivscopeError(
+                f"--stratify: unknown stratum {self.stratum!r}; known: {', '.join(STRATA)}."
+            )
+        if (self.stratum == "entropy-matched") != (self.match_tol is not None):
+            raise DivscopeError(
+                f"policy {self.name!r}: --match-tol applies to the entropy-matched stratum "
+                f"only (stratum {self.stratum!r}, match_tol {self.match_tol!r})."
+            )
+
+    def params(self) -> dict[str, Any]:
+        """eps, and the stratum, its tolerance and the map where set (`map`:
+        `retrospective` with a `map_table`)."""
+        given = {k: v for k, v in asdict(self).items() if v is not None}
+        return given | ({"map": "retrospective"} if self.map_table is not None else {})
+
+    def init_state(
+        self, u_response: Tensor, requests: Sequence[Request], steps: int
+    ) -> dict[str, Tensor]:
+        state: dict[str, Tensor] = {}
+        if self.map_table is not None:
+            mapped = torch.zeros(len(requests), steps, dtype=torch.bool)  # [B, T]
+            for row, request in enumerate(requests):
+                if request.map_steps is None:
+                    raise DivscopeError(
+                        f"policy {self.name!r} with the map {self.map_table}: prompt_id="
+                        f"{request.prompt_id!r}, sample_id={request.sample_id} has no map steps."
+                    )
+                mapped[row, [s for s in request.map_steps if s < steps]] = True
+            state["mapped"] = mapped
+        if self.stratum == "entropy-matched":
+            state["pending"] = torch.full_like(u_response, torch.nan, dtype=torch.float32)
+        return state
+
+    def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
+        primary, intervener = view.draw(self.primary), view.draw(self.intervener)
+        if self.map_table is not None:
+            mapped = state["mapped"] = state["mapped"].to(view.u.device)  # once, then no-op
+            divergent = mapped[:, view.step]
+        else:
+            divergent = view.js > self.eps
+        if self.stratum is None:
+            want = divergent
+        elif self.stratum == "rerank":
+            rank = view.rank(self.primary, view.top1(self.intervener))
+            want = divergent & (rank <= RERANK_TOP_K)
+        elif self.stratum == "tail":
+            p = view.probs(self.primary).gather(-1, intervener[:, None])[:, 0]
+            want = divergent & (p < TAIL_P)
+        else:
+            want = self._matched(view, state, divergent)
+        return Proposal(primary, intervener, want)
+
+    def _matched(self, view: StepView, state: dict[str, Tensor], divergent: Tensor) -> Tensor:
+        """`[B]` the entropy-matched gate; updates the rows' pending entropies."""
+        entropy = view.entropy_and_ce[0].float()  # [B]
+        pending = state["pending"].to(entropy.device)
+        held = ~pending.isnan()
+        want = ~divergent & held & ((entropy - pending).abs() <= self.match_tol)
+        pending = torch.where(divergent & ~held, entropy, pending)
+        state["pending"] = torch.where(want, torch.nan, pending)
+        return want
+
+    def __repr__(self) -> str:
+        """`Forward(eps=0.05)`, `Forward(eps=0.05, stratum='tail')`: the fields set."""
+        given = ", ".join(
+            f"{f.name}={getattr(self, f.name)!r}"
+            for f in fields(self)
+            if getattr(self, f.name) is not None
+        )
+        return f"{type(self).__name__}({given})"
+
+
+@dataclass(frozen=True, repr=False)
+class Forward(_Intervention):
+    """Primary base, intervener RL: switch at divergent steps (forward cross-sampling)."""
 
     name: ClassVar[str] = "forward"
-    budgeted: ClassVar[bool] = True
-    eps: float
-    """JS threshold (nats); a negative eps switches at every step."""
-
-    def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
-        return Proposal(view.draw("base"), view.draw("rl"), view.js > self.eps)
+    intervener: ClassVar[str] = "rl"
 
 
-@dataclass(frozen=True)
-class Reverse(Policy):
-    """Primary RL, intervener base: switch where JS > eps (reverse cross-sampling)."""
+@dataclass(frozen=True, repr=False)
+class Reverse(_Intervention):
+    """Primary RL, intervener base: switch at divergent steps (reverse cross-sampling)."""
 
     name: ClassVar[str] = "reverse"
-    budgeted: ClassVar[bool] = True
     primary: ClassVar[str] = "rl"
-    eps: float
-    """JS threshold (nats); a negative eps switches at every step."""
-
-    def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
-        return Proposal(view.draw("rl"), view.draw("base"), view.js > self.eps)
+    intervener: ClassVar[str] = "base"
 
 
 @dataclass(frozen=True)
@@ -336,7 +474,9 @@ class Gated(Policy):
         """`[B]` the gated score s_t."""
         return view.entropy_and_ce[1]
 
-    def init_state(self, u_response: Tensor) -> dict[str, Tensor]:
+    def init_state(
+        self, u_response: Tensor, requests: Sequence[Request], steps: int
+    ) -> dict[str, Tensor]:
         batch = u_response.shape[0]
         return {
             "history": torch.zeros(batch, self.window, dtype=torch.float32),  # [B, W] ring
@@ -375,7 +515,9 @@ class Mixture(Policy):
     alpha: float
     """Probability that a response is the RL model's."""
 
-    def init_state(self, u_response: Tensor) -> dict[str, Tensor]:
+    def init_state(
+        self, u_response: Tensor, requests: Sequence[Request], steps: int
+    ) -> dict[str, Tensor]:
         return {"rl": u_response < self.alpha}
 
     def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
@@ -413,10 +555,10 @@ def build_policy(name: str, **params: Any) -> Policy:
 
     Args:
         name: one of `POLICIES`.
-        **params: `eps`, `rate`, `alpha`, `share`, `tau`, `lam`, `window`, `temperature`,
-            `top_p`, each the value for this policy (`settings.parse_policies` maps the
-            per-policy flags, e.g. `--gate-tau`, to them); the ones a policy does not take are
-            ignored.
+        **params: `eps`, `stratum`, `match_tol`, `map_table`, `rate`, `alpha`, `share`,
+            `tau`, `lam`, `window`, `temperature`, `top_p`, each the value for this policy
+            (`settings.parse_policies` maps the per-policy flags, e.g. `--gate-tau`, to them);
+            the ones a policy does not take are ignored.
 
     Raises:
         DivscopeError: an unknown policy, or a required parameter missing or out of range,
@@ -459,6 +601,9 @@ _FLAGS: dict[tuple[str | None, str], str] = {
     (None, "share"): "--early-share",
     (None, "temperature"): "--replace-temperature",
     (None, "top_p"): "--replace-top-p",
+    (None, "stratum"): "--stratify",
+    (None, "match_tol"): "--match-tol",
+    (None, "map_table"): "--map-table",
     ("gated", "tau"): "--gate-tau",
     ("gated", "lam"): "--gate-lam",
     ("gated", "window"): "--gate-window",
@@ -483,4 +628,5 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "window": (1, None),
     "temperature": (1e-6, None),
     "top_p": (1e-6, 1.0),
+    "match_tol": (0.0, None),
 }

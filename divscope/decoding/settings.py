@@ -12,8 +12,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from divscope.decoding.calibration import Calibration
-from divscope.decoding.policies import Policy, build_policy, flag
-from divscope.defaults import RAST_LAM, REPLACE_TEMPERATURE, REPLACE_TOP_P, TEMPERATURE, TOP_P
+from divscope.decoding.policies import STRATA, Policy, build_policy, flag
+from divscope.defaults import (
+    MAP,
+    MATCH_TOL,
+    RAST_LAM,
+    REPLACE_TEMPERATURE,
+    REPLACE_TOP_P,
+    STRATIFY,
+    TEMPERATURE,
+    TOP_P,
+)
 from divscope.errors import DivscopeError
 from divscope.progress import note
 
@@ -22,6 +31,10 @@ CONTROLS: tuple[str, ...] = ("base", "rl")
 OWN_SAMPLING: tuple[str, ...] = ("rl-replace", "base-greedy")
 """Policies that sample at their own temperature and top-p (`--replace-*`), and bring both
 controls at it."""
+INTERVENTIONS: tuple[str, ...] = ("forward", "reverse")
+"""The policies that `--eps`, `--stratify` and `--map` multiply into settings."""
+MAPS: tuple[str, ...] = ("online", "retrospective")
+"""Where `forward` and `reverse` find divergence (`--map`)."""
 
 
 def parse_budgets(text: str) -> tuple[int, ...]:
@@ -69,6 +82,54 @@ def parse_eps(text: str) -> tuple[float, ...]:
     return values
 
 
+def parse_strata(text: str) -> tuple[str | None, ...]:
+    """Parse `--stratify`: comma-separated strata of `STRATA`, `none` read as None (every
+    divergent position).
+
+    >>> parse_strata("none, rerank,tail")
+    (None, 'rerank', 'tail')
+
+    Raises:
+        DivscopeError: an empty list, an unknown stratum, or one given twice.
+    """
+    names = parse_names(text)
+    unknown = [name for name in names if name not in STRATA]
+    if not names or unknown:
+        raise DivscopeError(
+            f"--stratify {text!r}: expected comma-separated strata of {', '.join(STRATA)}."
+        )
+    if len(set(names)) != len(names):
+        raise DivscopeError(f"--stratify {text!r}: a stratum appears twice.")
+    return tuple(None if name == "none" else name for name in names)
+
+
+def parse_maps(text: str, tables: str | None) -> tuple[str | None, ...]:
+    """Parse `--map` and `--map-table`: the maps of `forward` and `reverse`, None for the
+    online one and each table's path for a retrospective one.
+
+    >>> parse_maps("online", None), parse_maps("online,retrospective", "a.parquet,b")
+    ((None,), (None, 'a.parquet', 'b'))
+
+    Raises:
+        DivscopeError: an unknown or repeated map, `retrospective` without `--map-table`, or
+            `--map-table` without `retrospective`.
+    """
+    names = parse_names(text)
+    if not names or any(name not in MAPS for name in names) or len(set(names)) != len(names):
+        raise DivscopeError(
+            f"--map {text!r}: expected online, retrospective or online,retrospective."
+        )
+    paths = parse_names(tables or "")
+    if ("retrospective" in names) != bool(paths):
+        raise DivscopeError(
+            "--map retrospective needs --map-table (token tables of reference trajectories, "
+            "from divscope score), and --map-table needs --map retrospective."
+        )
+    if len(set(paths)) != len(paths):
+        raise DivscopeError(f"--map-table {tables!r}: a table appears twice.")
+    return (*((None,) if "online" in names else ()), *paths)
+
+
 def parse_names(text: str) -> list[str]:
     """Policy names of a comma-separated list (`--policy`, `--forced-policies`).
 
@@ -98,10 +159,16 @@ def parse_policies(
     replace_top_p: float = REPLACE_TOP_P,
     temperature: float = TEMPERATURE,
     top_p: float = TOP_P,
+    stratify: str = STRATIFY,
+    match_tol: float = MATCH_TOL,
+    map_kind: str = MAP,
+    map_table: str | None = None,
 ) -> list[Policy]:
     """Parse `--policy`: comma-separated policy names, each built with its own parameters.
 
-    - `forward` and `reverse` are built once per `eps` (a list: the threshold sweep).
+    - `forward` and `reverse` are built once per `eps` (a list: the threshold sweep), per
+      stratum of `stratify` (`parse_strata`; `entropy-matched` with `match_tol`) and per map
+      of `map_kind` and `map_table` (`parse_maps`), in that order.
     - `gated` takes `gate_*`, `entropy` takes `entropy_*`: each from the `calibration` JSON (of
       `divscope calibrate`) where not given. A given value that differs from the calibrated
       one is refused unless `override_calibration`; then it is applied and a note says so.
@@ -117,15 +184,23 @@ def parse_policies(
     >>> parse_policies("base,rl-replace")
     [Base(), Base(temperature=0.6, top_p=0.95), RLReplace(temperature=0.6, top_p=0.95),
      RL(temperature=0.6, top_p=0.95)]
+    >>> parse_policies("forward", eps=0.05, stratify="none,entropy-matched")
+    [Forward(eps=0.05), Forward(eps=0.05, stratum='entropy-matched', match_tol=0.1)]
 
     Raises:
         DivscopeError: a policy named twice, an unknown policy, a parameter that a policy
-            needs missing or out of range (see `build_policy`), or a flag that would replace a
-            calibrated value without `override_calibration` (naming both values).
+            needs missing or out of range (see `build_policy`), a flag that would replace a
+            calibrated value without `override_calibration` (naming both values), a bad
+            `--stratify` or `--map`, or either of them without `forward` or `reverse`.
     """
     names = parse_names(text)
     if len(set(names)) != len(names):
         raise DivscopeError(f"--policy {text!r}: a policy appears twice.")
+    strata, maps = parse_strata(stratify), parse_maps(map_kind, map_table)
+    if (strata, maps) != ((None,), (None,)) and not set(INTERVENTIONS) & set(names):
+        raise DivscopeError(
+            "--stratify and --map apply to forward and reverse; add one of them to --policy."
+        )
     thresholds = (eps,) if eps is None or isinstance(eps, int | float) else tuple(eps)
     given = {
         "gated": {"tau": gate_tau, "lam": gate_lam, "window": gate_window},
@@ -138,8 +213,19 @@ def parse_policies(
     for name in names:
         if name in CONTROLS:
             continue  # built below, once the samplings of the run are known
-        if name in ("forward", "reverse"):
-            built[name] = [build_policy(name, eps=e) for e in thresholds]
+        if name in INTERVENTIONS:
+            built[name] = [
+                build_policy(
+                    name,
+                    eps=e,
+                    stratum=stratum,
+                    map_table=table,
+                    match_tol=match_tol if stratum == "entropy-matched" else None,
+                )  # fmt: skip
+                for e in thresholds
+                for stratum in strata
+                for table in maps
+            ]
             continue
         params = dict(shared)
         if name in given:

@@ -14,6 +14,7 @@ from divscope.figures.cross_sampling import (
     cross_sampling_curves,
     delta_alignment,
     takeover_knee,
+    threshold_recovery,
     threshold_sensitivity,
     token_pairs,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "rank_reordering",
     "tail_promotion",
     "takeover_knee",
+    "threshold_recovery",
     "threshold_sensitivity",
     "token_pairs",
     "token_profile",

@@ -1,5 +1,5 @@
 """Which divergent tokens carry the gain: cross-sampling and takeover curves (Figs. 7, 8), the
-threshold sweep and the switched token pairs (Fig. 52)."""
+threshold sweep, recovery per threshold and the switched token pairs (Fig. 52)."""
 
 from __future__ import annotations
 
@@ -416,6 +416,91 @@ def threshold_sensitivity(results: Frame, ax: Sequence[Axes] | None = None) -> F
         figure.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4))
     else:
         ratios.legend(handles=handles, loc="best")
+    return figure
+
+
+@figure_function
+def threshold_recovery(
+    results: Frame,
+    ax: Sequence[Axes] | None = None,
+    *,
+    policies: Sequence[str] = ("forward", "reverse"),
+    reference: analyses.Reference = None,
+    recovery_at: int | None = None,
+    base_policy: str = "base",
+    rl_policy: str = "rl",
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> Figure:
+    """Recovery against the intervention budget, one curve per switch threshold ε.
+
+    One panel per policy of `policies` run with an `eps` (forward, reverse); each ε (and any
+    other setting column that varies) is a line over its problem-bootstrap band, lighter for
+    larger ε (`analyses.threshold_curves`). Budgets are evenly spaced, "∞" for unlimited.
+
+    Args:
+        results: graded cross-sample results with the controls and settings at several `eps`
+            (`divscope cross-sample --eps 0.01,0.05,0.1,0.2`).
+        ax: one axes per drawn panel (default: a new figure).
+        policies: the policies drawn, one panel each.
+        reference: the upper bound (as `analyses.cross_sampling_curve`).
+        recovery_at: None for recovery on mean@n, or the k of pass@k.
+        base_policy: the base-model control.
+        rl_policy: the RL-model control.
+        n_boot: bootstrap resamples of prompts.
+        seed: seed of the bootstrap.
+
+    Raises:
+        DivscopeError: none of `policies` has a recovery at an `eps` (no such setting, or no
+            controls to recover against).
+    """
+    table = analyses.threshold_curves(
+        results,
+        reference=reference,
+        recovery_at=recovery_at,
+        base_policy=base_policy,
+        rl_policy=rl_policy,
+        n_boot=n_boot,
+        seed=seed,
+    ).filter(pl.col("policy").is_in(list(policies)) & pl.col("recovery").is_not_null())
+    drawn = [p for p in policies if p in set(table["policy"])]
+    if not drawn:
+        raise DivscopeError(
+            f"threshold_recovery: no recovery of {', '.join(policies)} at an eps; run divscope "
+            "cross-sample with those policies, --eps and the base and rl controls, then grade."
+        )
+    measure = "mean@n" if recovery_at is None else f"pass@{recovery_at}"
+    others = [c for c in ("budget", *SETTING_COLUMNS) if c in table.columns]
+    figure, axes = panels(ax, len(drawn), width=DOUBLE_COLUMN if len(drawn) > 1 else SINGLE_COLUMN,
+                          height=2.6, sharey=True)  # fmt: skip
+    for letter, panel, policy in zip("abcdef", axes, drawn, strict=False):
+        rows = table.filter(pl.col("policy") == policy)
+        budgets = sorted(set(rows["budget"]), key=lambda b: (b == UNLIMITED, b))
+        where = {b: i for i, b in enumerate(budgets)}
+        lines = rows.partition_by(others[1:], maintain_order=True)
+        labels = analyses.setting_labels(pl.concat([line.head(1) for line in lines]), separator=" ")
+        for index, (line, label) in enumerate(zip(lines, labels, strict=True)):
+            line = line.sort(pl.col("budget").replace(UNLIMITED, np.iinfo(np.int32).max))
+            x = [where[b] for b in line["budget"]]
+            color = _shade(POLICY_COLORS.get(policy, BLACK), index, len(lines))
+            panel.fill_between(
+                x, line["recovery_low"], line["recovery_high"], color=color, alpha=0.2, linewidth=0
+            )
+            panel.plot(
+                x,
+                line["recovery"],
+                marker=SETTING_MARKERS[index % len(SETTING_MARKERS)],
+                color=color,
+                label=label.replace("eps", "ε") or f"ε {format_value(line['eps'][0])}",
+            )
+        panel.axhline(0, color=BASE_COLOR, linestyle="--", linewidth=1.0)
+        panel.axhline(1, color=RL_COLOR, linestyle="--", linewidth=1.0)
+        panel.set_xticks(range(len(budgets)), [_budget_label(b) for b in budgets])
+        panel.set_xlabel("intervention budget (max. switched tokens)")
+        panel_title(panel, letter, policy)
+        panel.grid(True, axis="y")
+        panel.legend(loc="best", title="threshold")
+    axes[0].set_ylabel(f"recovery of the gain ({measure})")
     return figure
 
 

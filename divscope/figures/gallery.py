@@ -335,6 +335,15 @@ FIGURES: dict[str, FigureSpec] = {
             lambda i: figures.threshold_sensitivity(i.cross_sample),
         ),
         FigureSpec(
+            "threshold_recovery", "cross_sample", "core",
+            "Recovery of the gain against the intervention budget, forward and reverse, one "
+            "curve per switch threshold ε, with problem-bootstrap bands.",
+            lambda i: figures.threshold_recovery(
+                i.cross_sample, reference=i.reference, recovery_at=i.recovery_at,
+                n_boot=i.n_boot, seed=i.seed,
+            ),
+        ),
+        FigureSpec(
             "token_pairs", "cross_sample", "core",
             "The most frequent swaps at effective switches: the primary model's own draw and the "
             "intervening model's token (Fig. 52).",

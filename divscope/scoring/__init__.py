@@ -1,6 +1,7 @@
 """The teacher-forced scoring engine and its per-position statistics kernel.
 
-The file-to-file entry point is `divscope.score` (in `divscope.scoring.score`).
+The file-to-file entry point is `divscope.score` (in `divscope.scoring.score`); the
+weight-level gap ratio σ is `divscope.weights` (in `divscope.scoring.weights`).
 """
 
 from divscope.scoring.engine import ScoreConfig, ScoreSummary, score_table, score_trajectories

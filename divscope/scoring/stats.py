@@ -465,6 +465,17 @@ def entropy_and_cross_entropy(logits_base: Tensor, logits_rl: Tensor) -> tuple[T
     return dense.entropy_p, dense.cross_entropy_p_q
 
 
+def full_js(logits_base: Tensor, logits_rl: Tensor) -> Tensor:
+    """`js_full` (`[n]`: JS of the full T=1 distributions, in nats) as `pair_stats` computes it.
+
+    >>> p, q = torch.tensor([[0.0, 0.0]]), torch.tensor([[0.0, math.log(3.0)]])  # ½ ½, ¼ ¾
+    >>> round(float(full_js(p, q)), 6)
+    0.033822
+    """
+    log_pb, log_pr = _log_softmax(logits_base), _log_softmax(logits_rl)  # [n, V]
+    return _dense(log_pb, log_pr, log_pb.exp(), log_pr.exp()).js
+
+
 def top1(logits: Tensor) -> Tensor:
     """The most probable token `[n]` of the T=1 distribution, ties to the lowest id: the token
     table's `top1_*`."""

@@ -127,3 +127,20 @@ def test_curve_text_shows_sampling_only_where_it_differs():
     one_sampling = full_results().filter(pl.col("temperature") == 1.0)
     header = curve_text(cross_sampling_curve(one_sampling, n_boot=10)).splitlines()[0]
     assert "top-p" not in header
+
+
+def test_report_has_recovery_per_eps_and_map_agreement():
+    plain = cross_sample_report(full_results(), n_boot=20)
+    assert plain.map_agreement is None
+    curve = plain.curve.filter(pl.col("eps").is_not_null())
+    assert plain.threshold_sensitivity["recovery"].to_list() == curve["recovery"].to_list()
+    # forward switches at positions 0 and 2; online JS there: 0.3 and 0.05 (eps 0.01, 0.1).
+    forward = pl.col("policy") == "forward"
+    results = full_results().with_columns(
+        switch_js=pl.when(forward).then(pl.lit([0.3, 0.05], pl.List(pl.Float32)))
+    )
+    report = cross_sample_report(results, n_boot=20)
+    assert report.map_agreement.select("eps", "agreement").rows() == [(0.01, 1.0), (0.1, 0.5)]
+    text = report.to_text()
+    assert "Map agreement (switch positions whose online JS exceeds eps):" in text
+    assert "recovery [95% CI]  switches/resp." in text

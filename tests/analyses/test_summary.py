@@ -236,7 +236,8 @@ def test_summary_to_dict_is_strict_json_with_labelled_sections():
     assert document["takeover"]["paper"].startswith("Reasoning Can Be Restored")
     assert document["rast"]["paper"].startswith("RAST")
     assert set(document) == {
-        "n_tokens", "n_responses", "n_prompts", "core", "takeover", "rast", "cross_sample"
+        "n_tokens", "n_responses", "n_prompts", "core", "takeover", "rast", "cross_sample",
+        "difficulty",
     }  # fmt: skip
 
 

@@ -1,11 +1,19 @@
-"""threshold_sensitivity, switch_pairs and takeover_planning, hand-computed."""
+"""threshold_sensitivity, threshold_curves, map_agreement, switch_pairs and takeover_planning,
+hand-computed."""
 
 from __future__ import annotations
 
 import polars as pl
 import pytest
 
-from divscope.analyses import switch_pairs, takeover_planning, threshold_sensitivity
+from divscope.analyses import (
+    cross_sampling_curve,
+    map_agreement,
+    switch_pairs,
+    takeover_planning,
+    threshold_curves,
+    threshold_sensitivity,
+)
 
 
 def sweep() -> pl.DataFrame:
@@ -101,3 +109,65 @@ def test_takeover_planning_against_the_token_table():
     assert row["enrichment"] == 2.0
     alone = takeover_planning(results).row(0, named=True)
     assert (alone["share_global"], alone["enrichment"]) == (None, None)
+
+
+def map_results() -> pl.DataFrame:
+    """Online and retrospective forward at eps 0.1 over prompts a and b, a control without JS."""
+    return pl.DataFrame(
+        {
+            "prompt_id": ["a", "b", "a", "b", "b", "a"],
+            "policy": ["forward"] * 5 + ["base"],
+            "budget": [-1] * 6,
+            "eps": [0.1] * 5 + [None],
+            "map": ["online"] * 2 + ["retrospective"] * 3 + [None],
+            "switch_js": [[0.3, 0.2], [0.5], [0.3, 0.05, 0.1], [0.01], [], None],
+        },
+        schema_overrides={"switch_js": pl.List(pl.Float32)},
+    )
+
+
+def test_map_agreement_counts_switches_above_eps():
+    table = map_agreement(map_results(), n_boot=200)
+    assert table["map"].to_list() == ["online", "retrospective"]
+    online, retrospective = table.rows(named=True)
+    assert (online["n_switches"], online["n_above"], online["agreement"]) == (3, 3, 1.0)
+    assert online["agreement_low"] == online["agreement_high"] == 1.0
+    # 0.3 > 0.1; 0.05, 0.01 and 0.1 (float32 0.1 = eps in float32: the rule is js > eps) are not.
+    assert (retrospective["n_responses"], retrospective["n_prompts"]) == (3, 2)
+    assert (retrospective["n_switches"], retrospective["n_above"]) == (4, 1)
+    assert retrospective["agreement"] == pytest.approx(1 / 4)
+    low, high = retrospective["agreement_low"], retrospective["agreement_high"]
+    assert 0 <= low <= 1 / 4 <= high <= 1 / 3 + 1e-12  # resamples: a alone 1/3, b alone 0
+
+
+def test_map_agreement_without_switches_is_null():
+    results = map_results().with_columns(switch_js=pl.lit([], pl.List(pl.Float32)))
+    table = map_agreement(results, n_boot=20)
+    assert table["agreement"].to_list() == [None, None]
+    assert table["n_switches"].to_list() == [0, 0]
+
+
+def test_threshold_curves_join_recovery_and_both_counts():
+    results = pl.DataFrame(
+        {
+            "prompt_id": ["a", "b"] * 6,
+            "policy": ["base"] * 2 + ["rl"] * 2 + ["forward"] * 8,
+            "budget": [-1] * 4 + [1, 1, 2, 2] * 2,
+            "eps": [None] * 4 + [0.05] * 4 + [0.2] * 4,
+            "correct": [False, False, True, True] + [True, False, True, True]
+            + [False, False, True, False],
+            "n_tokens": [10] * 12,
+            "n_switches": [0] * 4 + [1, 1, 2, 2, 1, 0, 1, 1],
+            "n_effective": [0] * 4 + [1, 0, 1, 1, 0, 0, 1, 0],
+            "n_effective_independent": [0] * 4 + [1, 1, 2, 1, 1, 0, 1, 1],
+        }
+    )  # fmt: skip
+    table = threshold_curves(results, n_boot=50)
+    assert table.select("eps", "budget").rows() == [(0.05, 1), (0.05, 2), (0.2, 1), (0.2, 2)]
+    assert table["recovery"].to_list() == [0.5, 1.0, 0.0, 0.5]
+    assert table["effective_ratio"].to_list() == [0.5, 0.5, 0.0, 0.5]
+    assert table["effective_independent_ratio"].to_list() == [1.0, 0.75, 1.0, 1.0]
+    curve = cross_sampling_curve(results, n_boot=50).filter(pl.col("eps").is_not_null())
+    assert table["recovery_low"].to_list() == curve["recovery_low"].to_list()
+    sensitivity = threshold_sensitivity(results)
+    assert table.select(sensitivity.columns).equals(sensitivity)

@@ -190,3 +190,51 @@ def test_the_cross_sample_flags_reach_the_report(tokens, tmp_path, monkeypatch):
     assert from_file["reference"].to_dicts() == [{"prompt_id": "p0", "correct": True}]
     assert label["reference"] == "rl"
     assert label["recovery_at"] == 8 and label["differences"] == (D1, D2)
+
+
+def test_analyze_by_difficulty_with_graded_base_samples(tokens, tmp_path):
+    graded = tmp_path / "graded.jsonl"
+    # Base pass@1: p0 0/4 (hard), p1 2/4 (medium), p2 4/4 (easy); the rl rows are left out.
+    rows = [
+        {"prompt_id": f"p{p}", "sample_id": s, "model": model,
+         "correct": model == "rl" or s < 2 * p}
+        for p in range(3)
+        for s in range(4)
+        for model in ("base", "rl")
+    ]  # fmt: skip
+    graded.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    out = tmp_path / "s.json"
+    result = run(tokens, "--out", out, "--n-boot", "10", "--difficulty", graded)
+    assert result.exit_code == 2
+    assert "several models (base, rl)" in result.output and "--difficulty-model" in result.output
+    flags = ["--difficulty", graded, "--difficulty-model", "base", "--n-boot", "10"]
+    result = run(tokens, "--out", out, *flags)
+    assert result.exit_code == 0, result.output
+    assert "By difficulty (base pass@1 tertiles, js)" in result.output
+    assert "hard: 1 prompts (pass@1 0.00-0.00), 100 tokens" in result.output
+    assert "easy - hard, share_above_0.1:" in result.output
+    document = json.loads(out.read_text())
+    sparsity = document["difficulty"]["sparsity"]
+    assert [row["difficulty"] for row in sparsity] == ["hard", "medium", "easy"]
+    frame = pl.read_parquet(tokens).filter(prompt_id="p2")
+    assert sparsity[2]["share_above_0.1"] == pytest.approx((frame["js"] > 0.1).mean())
+    assert document["difficulty"]["recovery"] is None
+
+
+def test_analyze_by_difficulty_recovery_from_the_base_control(tokens, tmp_path):
+    xs = tmp_path / "xs.jsonl"
+    rows = [
+        {"prompt_id": f"p{p}", "sample_id": s, "policy": policy, "budget": budget,
+         "correct": s < level + p, "n_tokens": 20, "n_switches": sw, "n_effective": sw // 2}
+        for p in range(3)
+        for s in range(4)
+        for policy, budget, level, sw in POLICIES
+    ]  # fmt: skip
+    xs.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    out = tmp_path / "s.json"
+    result = run(tokens, "--out", out, "--xs", xs, "--difficulty", xs, "--n-boot", "10")
+    assert result.exit_code == 0, result.output
+    for level in ("hard", "medium", "easy"):
+        assert f"Recovery, {level} prompts:" in result.output
+    recovery = json.loads(out.read_text())["difficulty"]["recovery"]
+    assert {(row["difficulty"], row["policy"]) for row in recovery} >= {("easy", "forward")}

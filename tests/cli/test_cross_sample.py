@@ -231,3 +231,59 @@ def test_a_flag_may_override_a_calibrated_value_only_when_told(tmp_path, tiny_pa
     assert "note: --gate-lam 1.0 replaces the value 1.5" in result.output
     results = read_cross_sample(tmp_path / "r.parquet")
     assert results.select("tau", "lam", "window").unique().rows() == [(0.5, 1.0, 4)]
+
+
+def test_strata_and_a_retrospective_map_end_to_end(tmp_path, tiny_pair, prompts):
+    """`--stratify` and `--map online,retrospective --map-table`: one setting per stratum and
+    map, all at the same budgets, labelled in the printed table; `switch_js` per switch for
+    forward, null for the controls. The map table (one trajectory per prompt, from `divscope
+    score`) serves every sample id; a table that lacks a prompt is refused, naming both."""
+    base, rl = tiny_pair
+    trajectories = tmp_path / "reference.jsonl"
+    rows = [("p0", "w1 w2 w3", "w4 w5 w6 w7"), ("p1", "w9", "w3 w3"), ("p2", "w4 w5", "w8")]
+    trajectories.write_text(
+        "".join(
+            json.dumps({"prompt_id": p, "sample_id": 0, "prompt": q, "response": r}) + "\n"
+            for p, q, r in rows
+        )
+    )
+    tokens = tmp_path / "reference-tokens.parquet"
+    result = _run("score", trajectories, "--base", base, "--rl", rl, "--out", tokens)
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "results.parquet"
+    common = ["--base", base, "--rl", rl, "--eps", 0.2, "--budgets", "0,2", "--n", 2]
+    result = _run(
+        "cross-sample", prompts, "--policy", "base,rl,forward", *common,
+        "--stratify", "none,rerank,tail,entropy-matched", "--match-tol", 0.5,
+        "--map", "online,retrospective", "--map-table", tokens, "--max-new-tokens", 6,
+        "--grader", "lab", "--out", out,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    results = read_cross_sample(out)
+    forward = results.filter(pl.col("policy") == "forward")
+    settings = forward.group_by("stratum", "match_tol", "map", "map_table").agg(
+        pl.col("budget").unique().sort()
+    )
+    assert settings.height == 4 * 2
+    assert all(budgets == [0, 2] for budgets in settings["budget"].to_list())
+    assert set(forward["map_table"].unique()) == {None, str(tokens)}
+    assert forward.filter(pl.col("map_table").is_not_null())["map"].unique().to_list() == [
+        "retrospective"
+    ]
+    assert forward.filter(pl.col("stratum") == "entropy-matched")[
+        "match_tol"
+    ].unique().to_list() == [0.5]
+    assert (forward["n_switches"] <= forward["budget"]).all()
+    assert (forward["switch_js"].list.len() == forward["n_switches"]).all()
+    controls = results.filter(pl.col("policy") != "forward")
+    assert controls["switch_js"].null_count() == controls.height
+    assert "stratum=entropy-matched" in result.output and f"map_table={tokens}" in result.output
+
+    partial = tmp_path / "partial.parquet"
+    pl.read_parquet(tokens).filter(pl.col("prompt_id") != "p2").write_parquet(partial)
+    result = _run(
+        "cross-sample", prompts, "--policy", "forward", *common, "--map", "retrospective",
+        "--map-table", partial, "--out", tmp_path / "refused.parquet",
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert f"--map-table {partial}: no trajectory of prompt_id 'p2'" in result.output

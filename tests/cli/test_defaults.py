@@ -29,6 +29,7 @@ LIBRARY: dict[str, list[Callable[..., Any]]] = {
     "grade": [divscope.grade],
     "cross-sample": [parse_policies, divscope.cross_sample],
     "calibrate": [divscope.calibrate],
+    "weights": [divscope.weights],
     "lab build": [build],
 }
 # Options named otherwise in the library.

@@ -199,3 +199,36 @@ def test_bad_forced_prefix(tmp_path, prompts, tiny_pair, kwargs, message):
 
     with pytest.raises(DivscopeError, match=message):
         _cross_sample(prompts, tiny_pair, tmp_path / "r.parquet", [Base()], **kwargs)
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_forward_at_budget_zero_is_decoded_once_for_every_eps_and_stratum(
+    tmp_path, prompts, tiny_pair, monkeypatch
+):
+    """The budget-0 rows of every eps and stratum are one decode per chunk, relabelled: the
+    same responses as the base control's, each row with its own setting."""
+    from divscope.decoding import lockstep
+    from divscope.decoding.policies import Base, Forward
+
+    calls = []
+    decode = lockstep.decode
+
+    def counted(models, requests, policy, *args, **kwargs):
+        calls.append((policy, requests[0].budget))
+        return decode(models, requests, policy, *args, **kwargs)
+
+    monkeypatch.setattr(lockstep, "decode", counted)
+    policies = [
+        Base(),
+        *(Forward(eps=eps, stratum=stratum) for eps in (0.1, 0.3) for stratum in (None, "tail")),
+    ]
+    results = _cross_sample(prompts, tiny_pair, tmp_path / "r.parquet", policies, budgets=(0, 2))
+    assert [budget for _, budget in calls].count(0) == 1  # one chunk, decoded once
+    assert len(calls) == 1 + 1 + 4  # base, the shared budget 0, each forward setting at 2
+    key = ["prompt_id", "sample_id"]
+    control = results.filter(pl.col("policy") == "base").sort(key)["response_ids"]
+    zero = results.filter(pl.col("budget") == 0)
+    assert zero.group_by("eps", "stratum").len().height == 4
+    for (_, _), rows in zero.group_by("eps", "stratum"):
+        assert rows.sort(key)["response_ids"].equals(control)
+        assert (rows["n_switches"] == 0).all()

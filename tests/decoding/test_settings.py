@@ -175,3 +175,45 @@ def test_controls_run_at_every_sampling_of_the_run(text, kwargs, expected):
 def test_parse_policies_errors(text, kwargs, message):
     with pytest.raises(DivscopeError, match=message):
         parse_policies(text, **kwargs)
+
+
+def test_stratify_and_maps_multiply_forward_and_reverse():
+    policies = parse_policies(
+        "base,forward,reverse", eps=(0.05, 0.1), stratify="none,tail,entropy-matched",
+        match_tol=0.2, map_kind="online,retrospective", map_table="t1.parquet,t2.parquet",
+    )  # fmt: skip
+    forward = [p for p in policies if p.name == "forward"]
+    assert len(forward) == len([p for p in policies if p.name == "reverse"]) == 2 * 3 * 3
+    assert forward[:3] == [
+        Forward(eps=0.05),
+        Forward(eps=0.05, map_table="t1.parquet"),
+        Forward(eps=0.05, map_table="t2.parquet"),
+    ]
+    assert Forward(eps=0.1, stratum="entropy-matched", match_tol=0.2) in forward
+    assert policies[0] == Base()
+    assert Forward(eps=0.05, stratum="tail", map_table="t2.parquet").params() == {
+        "eps": 0.05, "stratum": "tail", "map_table": "t2.parquet", "map": "retrospective",
+    }  # fmt: skip
+    assert Reverse(eps=0.05).params() == {"eps": 0.05}  # today's settings, unchanged
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"stratify": "tails"}, "--stratify 'tails': expected comma-separated strata"),
+        ({"stratify": "tail,tail"}, "a stratum appears twice"),
+        ({"map_kind": "offline"}, "--map 'offline': expected online, retrospective"),
+        ({"map_kind": "retrospective"}, "--map retrospective needs --map-table"),
+        ({"map_table": "t.parquet"}, "--map-table needs --map retrospective"),
+        ({"map_kind": "retrospective", "map_table": "t,t"}, "a table appears twice"),
+        ({"stratify": "entropy-matched", "match_tol": -0.1}, "--match-tol must be >= 0"),
+    ],
+)
+def test_stratify_and_map_errors(kwargs, message):
+    with pytest.raises(DivscopeError, match=message):
+        parse_policies("forward", eps=0.1, **kwargs)
+
+
+def test_stratify_needs_forward_or_reverse():
+    with pytest.raises(DivscopeError, match="apply to forward and reverse"):
+        parse_policies("base,rl", stratify="tail")

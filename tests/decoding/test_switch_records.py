@@ -125,7 +125,7 @@ def test_every_policys_primary_draw_comes_from_its_primary_config(name):
     }
     u = torch.rand(6, dtype=torch.float64, generator=generator)
     view = StepView(logits, u, u, SAMPLING)
-    proposal = policy.propose(view, policy.init_state(u))
+    proposal = policy.propose(view, policy.init_state(u, [], steps=1))
     dist = truncate(logits[policy.primary], policy.primary_config(view))
     assert torch.equal(proposal.primary, inverse_cdf(dist, u))
 

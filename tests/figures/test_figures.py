@@ -45,6 +45,7 @@ LABELS = {
     "cross_sampling_curves": ("intervention budget", "accuracy (mean@n, %)"),
     "takeover_knee": ("mean takeover rate ρ̄", "accuracy (mean@n, %)"),
     "threshold_sensitivity": ("switch threshold ε (JS)", "effective / total switches (%)"),
+    "threshold_recovery": ("intervention budget", "recovery of the gain (mean@n)"),
     "token_pairs": ("share of its", "primary → intervener"),
     "delta_alignment": ("relative position t/T", "cosine(small-pair Δ, large-pair Δ)"),
 }
@@ -52,7 +53,7 @@ LABELS = {
 
 CROSS_SAMPLE_FIGURES = (
     "cross_sampling_curves", "takeover_knee", "threshold_sensitivity", "token_pairs",
-    "delta_alignment",
+    "delta_alignment", "threshold_recovery",
 )  # fmt: skip
 
 
@@ -68,7 +69,12 @@ def assert_labelled(figure: Figure) -> None:
 
 @pytest.mark.parametrize("name", list(LABELS))
 def test_figure_renders_with_labelled_axes(name, tokens, results, checkpoints, tmp_path):
-    bootstrapped = ("cross_sampling_curves", "takeover_knee", "delta_alignment")
+    bootstrapped = (
+        "cross_sampling_curves",
+        "takeover_knee",
+        "delta_alignment",
+        "threshold_recovery",
+    )
     options = {"n_boot": 50} if name in bootstrapped else {}
     cross_sample = [name for name in LABELS if name in CROSS_SAMPLE_FIGURES]
     pair = {"rl": tokens, "sft": synthetic_tokens(scale=0.2, seed=5)}
@@ -263,6 +269,23 @@ def test_threshold_sensitivity_draws_both_draws(results):
     one_eps = results.filter((pl.col("policy") != "gated") | (pl.col("eps") == 1.0))
     with pytest.raises(DivscopeError, match="no policy was run at several eps"):
         figures.threshold_sensitivity(one_eps)
+
+
+def test_threshold_recovery_draws_one_line_per_eps(results):
+    swept = pl.concat(
+        [results, results.filter(pl.col("policy") == "forward").with_columns(eps=pl.lit(0.2))]
+    )
+    figure = figures.threshold_recovery(swept, n_boot=50)
+    assert [axes.get_title(loc="left") for axes in figure.axes] == ["(a) forward", "(b) reverse"]
+    table = analyses.threshold_curves(swept, n_boot=50).filter(policy="forward")
+    lines = {line.get_label(): line for line in figure.axes[0].lines if line.get_marker() != "None"}
+    assert set(lines) == {"ε 0.05", "ε 0.2"}
+    for eps in (0.05, 0.2):
+        rows = table.filter(eps=eps).sort(pl.col("budget").replace(-1, 10**9))
+        assert list(lines[f"ε {eps:g}"].get_ydata()) == pytest.approx(rows["recovery"].to_list())
+    assert figures.threshold_recovery(results, n_boot=20).axes[1].lines[0].get_label() == "ε 0.05"
+    with pytest.raises(DivscopeError, match="no recovery of forward, reverse at an eps"):
+        figures.threshold_recovery(results.filter(pl.col("policy") != "base"), n_boot=20)
 
 
 def test_token_profile_needs_a_present_word(tokens):
