@@ -52,6 +52,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root
 from divscope import analyses  # noqa: E402
 from divscope.analyses.stats import bootstrap_ci  # noqa: E402
+from divscope.io import read_prompts  # noqa: E402
 from divscope.lab.evaluate import evaluate  # noqa: E402
 from divscope.lab.family import _GRPO  # noqa: E402  (the build's GRPO stream offset)
 from divscope.lab.grpo import GRPOConfig, train_grpo  # noqa: E402
@@ -83,13 +84,9 @@ def _weights_sha256(model) -> str:
     return digest.hexdigest()
 
 
-def _read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
 def _run(variant: str, seed: int, args: argparse.Namespace, base, tokenizer) -> dict:
-    train = _read_jsonl(LAB / "prompts" / "train.jsonl")
-    eval_rows = _read_jsonl(LAB / "prompts" / "eval.jsonl")[: args.eval_prompts]
+    train = read_prompts(LAB / "prompts" / "train.jsonl").to_dicts()
+    eval_rows = read_prompts(LAB / "prompts" / "eval.jsonl").to_dicts()[: args.eval_prompts]
     config = _config(variant, args.steps)
     policy = copy.deepcopy(base)
     started, cpu_started = time.perf_counter(), time.process_time()
@@ -289,7 +286,7 @@ def main() -> None:
     base = AutoModelForCausalLM.from_pretrained(LAB / "base").eval()
     seeds = [int(s) for s in args.seeds.split(",")]
     variants = args.variants.split(",")
-    eval_rows = _read_jsonl(LAB / "prompts" / "eval.jsonl")[: args.eval_prompts]
+    eval_rows = read_prompts(LAB / "prompts" / "eval.jsonl").to_dicts()[: args.eval_prompts]
     results = {
         "command": " ".join(sys.argv),
         "steps": args.steps,
