@@ -2,12 +2,14 @@
 
 One function per command, each importable from here and living in
 `divscope/<package>/<command>.py`: `score`, `analyze`, `plot`, `report`, `generate`, `grade`,
-`cross_sample`, `calibrate` and `weights`, with the configuration classes they take.
+`cross_sample`, `calibrate`, `weights` and `quickstart` (all of them in turn, on the lab), with
+the configuration classes they take.
+
+Each command's docstring has an example that runs on the lab in `fixtures/lab`.
 
 >>> import divscope
->>> summary = divscope.score(  # doctest: +SKIP
-...     "fixtures/lab/trajectories.jsonl", base="fixtures/lab/base", rl="fixtures/lab/rl",
-...     out="runs/lab-tokens.parquet")
+>>> divscope.score.__module__, divscope.ScoreConfig().stats.top_p
+('divscope.scoring.score', 0.7)
 """
 
 from importlib.metadata import PackageNotFoundError, version
@@ -28,6 +30,7 @@ _EXPORTS: dict[str, str] = {
     "generate": "divscope.generation.generate",
     "grade": "divscope.grading.grade",
     "plot": "divscope.figures.plot",
+    "quickstart": "divscope.study.quickstart",
     "report": "divscope.reporting.report",
     "score": "divscope.scoring.score",
     "weights": "divscope.scoring.weights",

@@ -95,6 +95,12 @@ REPORT_RESPONSES = 20
 """Responses the token viewer of `divscope report` embeds: the most divergent half and a
 seeded random sample of the others."""
 
+# The quickstart.
+LAB = "fixtures/lab"
+"""The lab family of `divscope quickstart` (from the repository root, where it is committed)."""
+QUICKSTART_OUT = "runs/quickstart"
+"""The output directory of `divscope quickstart`."""
+
 # Logs.
 PROGRESS_EVERY = 30.0
 """Seconds between two progress lines when stderr is not a terminal (CI, SLURM logs)."""

@@ -48,6 +48,9 @@ def read_table(path: str | os.PathLike) -> pl.DataFrame:
 
     Raises:
         DivscopeError: the path does not exist, has an unknown suffix or cannot be parsed.
+
+    >>> read_table("fixtures/lab/prompts/eval.jsonl").height  # from the repository root
+    256
     """
     path = Path(path)
     if not path.exists():
@@ -100,6 +103,14 @@ def write_table(frame: pl.DataFrame, path: str | os.PathLike, *, overwrite: bool
 
     Raises:
         DivscopeError: the output exists and `overwrite` is False.
+
+    >>> import tempfile
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> path = write_table(pl.DataFrame({"prompt_id": ["a"], "answer": ["12"]}),
+    ...                    f"{tmp.name}/answers.parquet")
+    >>> path.name, read_table(path).rows()
+    ('answers.parquet', [('a', '12')])
+    >>> tmp.cleanup()
     """
     path = TokenTableWriter.check_target(path, overwrite=overwrite)
 
@@ -121,6 +132,14 @@ def write_json(document: Any, path: str | os.PathLike, *, overwrite: bool = Fals
 
     Raises:
         DivscopeError: the output exists and `overwrite` is False.
+
+    >>> import tempfile
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> print(write_json({"gini": 0.97}, f"{tmp.name}/summary.json").read_text())
+    {
+      "gini": 0.97
+    }
+    >>> tmp.cleanup()
     """
     path = TokenTableWriter.check_target(path, overwrite=overwrite)
     text = json.dumps(document, indent=2) + "\n"
@@ -149,6 +168,10 @@ def read_trajectories(path: str | os.PathLike) -> pl.DataFrame:
 
     Raises:
         DivscopeError: a missing column, a duplicate key, a null value or an empty response.
+
+    >>> trajectories = read_trajectories("fixtures/lab/trajectories.jsonl")  # the lab's
+    >>> trajectories.height, trajectories.schema["sample_id"]
+    (512, Int32)
     """
     frame = read_table(path)
     source = str(path)
@@ -208,6 +231,13 @@ def attach_token_ids(frame: pl.DataFrame, tokenizer: Any) -> pl.DataFrame:
     Text prompts are tokenized as the model would see them (special tokens added, e.g. BOS);
     responses with `add_special_tokens=False`. The scoring engine validates the ids (empty
     sequences, ids outside the vocabulary), whichever way they were made.
+
+    >>> from divscope.models import load_tokenizer
+    >>> frame = pl.DataFrame({"prompt_id": ["a"], "sample_id": [0],
+    ...                       "prompt": ["Ana has 3 coins."], "response": [" 3 + 4 = 7."]})
+    >>> with_ids = attach_token_ids(frame, load_tokenizer("fixtures/lab/base"))
+    >>> with_ids.select(pl.col("prompt_ids", "response_ids").list.len()).row(0)
+    (5, 6)
     """
     if all(c in frame.columns for c in TRAJECTORY_IDS):
         return frame
@@ -230,7 +260,12 @@ def _key_of(row: Mapping[str, Any]) -> str:
 
 
 def token_table_arrow_schema(metadata: Mapping[str, Any] | None = None) -> pa.Schema:
-    """The Arrow schema of the token table, with the `divscope` metadata attached."""
+    """The Arrow schema of the token table, with the `divscope` metadata attached.
+
+    >>> schema = token_table_arrow_schema({"top_p": 0.7})
+    >>> "js" in schema.names, schema.metadata
+    (True, {b'divscope': b'{"top_p": 0.7}'})
+    """
     schema = pl.Schema(TOKEN_TABLE).to_arrow()
     if metadata is None:
         return schema
@@ -246,9 +281,15 @@ class TokenTableWriter:
     place on a clean exit; on an exception the temporary output is removed and an existing
     output (replaced only with `overwrite=True`) is left untouched.
 
-    Example:
-        >>> with TokenTableWriter("tokens.parquet", {"top_p": 0.7}) as writer:  # doctest: +SKIP
-        ...     writer.write(frame)
+    Example (a row of nulls stands in for scored rows):
+        >>> import tempfile
+        >>> from divscope.schema import TOKEN_TABLE
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> with TokenTableWriter(f"{tmp.name}/tokens.parquet", {"top_p": 0.7}) as writer:
+        ...     writer.write(pl.DataFrame([dict.fromkeys(TOKEN_TABLE)], schema=TOKEN_TABLE))
+        >>> writer.rows_written, read_metadata(writer.path)
+        (1, {'top_p': 0.7})
+        >>> tmp.cleanup()
     """
 
     def __init__(
@@ -331,6 +372,17 @@ def scan_token_table(path: str | os.PathLike) -> pl.LazyFrame:
 
     Raises:
         DivscopeError: the path is missing or the table lacks token-table columns.
+
+    >>> import tempfile
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> import divscope
+    >>> few, tokens = f"{tmp.name}/few.jsonl", f"{tmp.name}/tokens.parquet"
+    >>> pl.read_ndjson("fixtures/lab/trajectories.jsonl").head(8).write_ndjson(few)
+    >>> _ = divscope.score(
+    ...     few, base="fixtures/lab/base", rl="fixtures/lab/rl", out=tokens, progress=False)
+    >>> scan_token_table(tokens).select("prompt_id", "sample_id").unique().collect().height
+    8
+    >>> tmp.cleanup()
     """
     files = _token_table_files(Path(path))
     try:
@@ -343,12 +395,37 @@ def scan_token_table(path: str | os.PathLike) -> pl.LazyFrame:
 
 
 def read_token_table(path: str | os.PathLike) -> pl.DataFrame:
-    """Read a whole token table into memory (see `scan_token_table`)."""
+    """Read a whole token table into memory (see `scan_token_table`).
+
+    >>> import tempfile
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> import divscope
+    >>> few, tokens = f"{tmp.name}/few.jsonl", f"{tmp.name}/tokens.parquet"
+    >>> pl.read_ndjson("fixtures/lab/trajectories.jsonl").head(8).write_ndjson(few)
+    >>> _ = divscope.score(
+    ...     few, base="fixtures/lab/base", rl="fixtures/lab/rl", out=tokens, progress=False)
+    >>> read_token_table(tokens).height
+    731
+    >>> tmp.cleanup()
+    """
     return scan_token_table(path).collect()
 
 
 def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
-    """The `divscope` metadata (models, top_p, temperature, ...) of a token table."""
+    """The `divscope` metadata (models, top_p, temperature, ...) of a token table.
+
+    >>> import tempfile
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> import divscope
+    >>> few, tokens = f"{tmp.name}/few.jsonl", f"{tmp.name}/tokens.parquet"
+    >>> pl.read_ndjson("fixtures/lab/trajectories.jsonl").head(8).write_ndjson(few)
+    >>> _ = divscope.score(
+    ...     few, base="fixtures/lab/base", rl="fixtures/lab/rl", out=tokens, progress=False)
+    >>> metadata = read_metadata(tokens)
+    >>> metadata["top_p"], metadata["temperature"]
+    (0.7, 1.0)
+    >>> tmp.cleanup()
+    """
     first = _token_table_files(Path(path))[0]
     try:
         metadata = pq.read_schema(first).metadata or {}
@@ -370,6 +447,10 @@ def read_prompts(path: str | os.PathLike) -> pl.DataFrame:
 
     Raises:
         DivscopeError: a missing column, a null or duplicate prompt id, or a null prompt.
+
+    >>> prompts = read_prompts("fixtures/lab/prompts/eval.jsonl")  # the lab's
+    >>> prompts.height, prompts["answer"].dtype
+    (256, String)
     """
     frame = read_table(path)
     source = str(path)
@@ -403,6 +484,12 @@ def prompt_token_ids(frame: pl.DataFrame, tokenizer: Any, *, source: str) -> lis
 
     Raises:
         DivscopeError: an empty prompt or an id outside the tokenizer's vocabulary.
+
+    >>> from divscope.models import load_tokenizer
+    >>> prompts = read_prompts("fixtures/lab/prompts/eval.jsonl").head(2)
+    >>> ids = prompt_token_ids(prompts, load_tokenizer("fixtures/lab/base"), source="eval.jsonl")
+    >>> [len(prompt) for prompt in ids]
+    [48, 55]
     """
     if PROMPT_IDS in frame.columns:
         prompts = frame[PROMPT_IDS].to_list()
@@ -432,6 +519,13 @@ def cross_sample_frame(frame: pl.DataFrame) -> pl.DataFrame:
 
     Raises:
         DivscopeError: a missing contract column.
+
+    >>> from divscope.schema import CROSS_SAMPLE
+    >>> row = {"top_p": 0.7} | dict.fromkeys(CROSS_SAMPLE) | {"prompt_id": "a", "sample_id": 0,
+    ...     "policy": "base", "budget": -1}
+    >>> results = cross_sample_frame(pl.DataFrame([row]))
+    >>> results.columns[0], results.columns[-1], results.schema["budget"]
+    ('prompt_id', 'top_p', Int32)
     """
     require_columns(frame.columns, CROSS_SAMPLE, source="results", what="cross-sample results")
     extra = [c for c in frame.columns if c not in CROSS_SAMPLE]
@@ -443,6 +537,16 @@ def read_cross_sample(path: str | os.PathLike) -> pl.DataFrame:
 
     Raises:
         DivscopeError: the file is unreadable or lacks a contract column.
+
+    >>> import tempfile
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> from divscope.schema import CROSS_SAMPLE
+    >>> row = {"top_p": 0.7} | dict.fromkeys(CROSS_SAMPLE) | {"prompt_id": "a", "sample_id": 0,
+    ...     "policy": "base", "budget": -1}
+    >>> path = write_table(pl.DataFrame([row]), f"{tmp.name}/results.jsonl")
+    >>> read_cross_sample(path).select("prompt_id", "policy", "budget").rows()
+    [('a', 'base', -1)]
+    >>> tmp.cleanup()
     """
     frame = read_table(path)
     require_columns(frame.columns, CROSS_SAMPLE, source=str(path), what="cross-sample results")
@@ -451,7 +555,13 @@ def read_cross_sample(path: str | os.PathLike) -> pl.DataFrame:
 
 def read_reference(reference: str | os.PathLike | None) -> str | pl.DataFrame | None:
     """`--reference`: the graded responses of an existing file, else a policy label; a missing
-    file that is plainly a path (a directory part or a table suffix) is an error, not a label."""
+    file that is plainly a path (a directory part or a table suffix) is an error, not a label.
+
+    >>> read_reference("rl")  # a policy label of the results
+    'rl'
+    >>> read_reference("fixtures/lab/trajectories.jsonl").height  # graded responses
+    512
+    """
     if reference is None:
         return None
     path = Path(reference)

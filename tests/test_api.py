@@ -22,6 +22,7 @@ COMMANDS = {
     "cross_sample": "decoding",
     "calibrate": "decoding",
     "weights": "scoring",
+    "quickstart": "study",
 }
 
 

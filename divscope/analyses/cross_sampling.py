@@ -662,6 +662,16 @@ def takeover_knee(
 
     Raises:
         DivscopeError: no graded responses of `policy`, or `policy` run at several samplings.
+
+    >>> settings = [("base", None, 0, (False, False)), ("rl", None, 0, (True, True)),
+    ...     ("gated", 4.0, 1, (False, False)), ("gated", 2.0, 5, (True, False)),
+    ...     ("gated", 1.0, 10, (True, True)), ("gated", 0.5, 50, (True, True))]
+    >>> results = pl.DataFrame([{"prompt_id": prompt, "policy": policy, "budget": -1,
+    ...     "eps": eps, "n_tokens": 100, "n_switches": n, "n_effective": n, "correct": right}
+    ...     for policy, eps, n, rights in settings for prompt, right in zip("ab", rights)])
+    >>> knee = takeover_knee(results, n_boot=20)
+    >>> knee.curve.select("eps", "rho_mean", "recovery").row(knee.knee_index)
+    (1.0, 0.1, 1.0)
     """
     lazy = checked_lazy(results, CURVE_COLUMNS, what="takeover_knee", source="cross-sample results")
     graded = lazy.filter((pl.col("policy") == policy) & pl.col("correct").is_not_null())

@@ -107,6 +107,13 @@ def base_flips(
 
     Raises:
         DivscopeError: base controls present but none matching a setting.
+
+    >>> results = pl.DataFrame({"prompt_id": ["a", "b"] * 3, "sample_id": [0] * 6,
+    ...     "policy": ["base"] * 2 + ["rl"] * 2 + ["forward"] * 2, "budget": [-1] * 4 + [2] * 2,
+    ...     "correct": [False, True, True, True, True, False]})
+    >>> flips = base_flips(results)
+    >>> flips.select("policy", "sample_wrong_to_right", "sample_right_to_wrong").rows()
+    [('forward', 1, 1), ('rl', 1, 0)]
     """
     settings = Settings(
         results, what="base_flips", required=("sample_id",), controls=(base_policy, rl_policy)

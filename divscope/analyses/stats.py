@@ -177,6 +177,10 @@ def problem_bootstrap_weights(
     Returns:
         Integer array of shape [n_boot, n_problems]; every row sums to n_problems (and to each
         stratum's size over its problems).
+
+    >>> weights = problem_bootstrap_weights(3, n_boot=2, seed=0)
+    >>> weights.tolist(), weights.sum(axis=1).tolist()
+    ([[1, 1, 1], [0, 0, 3]], [3, 3])
     """
     if n_problems < 1 or n_boot < 1:
         raise DivscopeError(
@@ -206,6 +210,9 @@ def percentile_interval(estimate: float, resamples: ArrayLike, confidence: float
         estimate: the statistic on the full sample.
         resamples: the statistic on each resample.
         confidence: coverage, in (0, 1).
+
+    >>> percentile_interval(0.5, [0.2, 0.4, 0.5, 0.6, 0.8, float("nan")], 0.5)
+    Interval(estimate=0.5, low=0.4, high=0.6, confidence=0.5)
     """
     if not 0 < confidence < 1:
         raise DivscopeError(f"bootstrap: confidence must lie in (0, 1), got {confidence}.")
@@ -356,6 +363,10 @@ def weighted_auroc(scores: ArrayLike, positive: ArrayLike, weights: ArrayLike) -
 
     Returns:
         Shape [n_rows] AUROCs; NaN for a row whose positive or negative weight is zero.
+
+    >>> weighted_auroc([0.9, 0.1, 0.2, 0.3], [True, False, True, False],
+    ...                [[1, 1, 1, 1], [2, 1, 0, 1]]).tolist()
+    [0.75, 1.0]
     """
     scores = np.asarray(scores, dtype=np.float64)
     positive = np.asarray(positive, dtype=bool)

@@ -207,7 +207,11 @@ class Summary:
 
 
 def to_jsonable(value: Any) -> Any:
-    """Convert analysis results (dataclasses, frames, dicts, floats) to JSON-ready values."""
+    """Convert analysis results (dataclasses, frames, dicts, floats) to JSON-ready values.
+
+    >>> to_jsonable({"gini": float("nan"), "rows": pl.DataFrame({"a": [1]}), "share": (0.5,)})
+    {'gini': None, 'rows': [{'a': 1}], 'share': [0.5]}
+    """
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, pl.DataFrame):
@@ -253,6 +257,13 @@ def core_thresholds(
 
     Raises:
         DivscopeError: a non-JS metric without `rescale`.
+
+    >>> tokens = pl.DataFrame({"js": [0.0, 0.001, 0.05, 0.2], "kl_rl_base": [0.0, 0.01, 0.4, 1.5]})
+    >>> core_thresholds(tokens, "js")[0].near_zero
+    (0.0001, 0.001, 0.01)
+    >>> thresholds, carried = core_thresholds(tokens, "kl_rl_base", rescale=True)
+    >>> thresholds.rank, [(m.threshold, m.value) for m in carried][-2:]
+    (0.4, [(0.1, 0.4), (0.2, 1.5)])
     """
     if metric in JS_METRICS:
         return CORE_THRESHOLDS, None

@@ -77,6 +77,7 @@ from divscope.cli import generate as _generate  # noqa: E402
 from divscope.cli import grade as _grade  # noqa: E402
 from divscope.cli import lab as _lab  # noqa: E402
 from divscope.cli import plot as _plot  # noqa: E402
+from divscope.cli import quickstart as _quickstart  # noqa: E402
 from divscope.cli import report as _report  # noqa: E402
 from divscope.cli import score as _score  # noqa: E402
 from divscope.cli import weights as _weights  # noqa: E402
@@ -90,4 +91,5 @@ app.command("grade")(_grade.grade)
 app.command("cross-sample")(_cross_sample.cross_sample)
 app.command("calibrate")(_calibrate.calibrate)
 app.command("weights")(_weights.weights)
+app.command("quickstart")(_quickstart.quickstart)
 app.add_typer(_lab.app, name="lab")

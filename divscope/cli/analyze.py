@@ -44,16 +44,17 @@ def analyze(
     seed: Annotated[int, typer.Option("--seed", help="Seed of every bootstrap.")] = defaults.SEED,
     overwrite: options.Overwrite = False,
 ) -> None:
-    """Summarize where the RL model departs from the base, each statistic as its paper computes
-    it: the core paper's (Sparse but Critical; sparsity, position, entropy, top-k overlap, rank
-    reordering, tail promotion, word frequencies) on js, the takeover paper's (Lorenz/Gini,
-    early density, planning words, failure AUROC, IoU with base entropy) on ce_base_rl, and
-    RAST's path coverage; with --compare, side-by-side sparsity; with --xs, the cross-sample
-    report (recovery per setting, pass@k, majority@k, flips, differences, recovery and
-    effective/total switches per eps, and with `switch_js` the share of switch positions
-    still above eps online); with --difficulty, sparsity, position and (with --xs) recovery
-    per tertile of the base model's pass@1 (prompts of equal pass@1 share a tertile), with
-    easy - hard differences and problem-bootstrap intervals.
+    """Summarize a token table paper by paper and write the summary as JSON.
+
+    Where the RL model departs from the base, each statistic as its paper computes it: the core
+    paper's (Sparse but Critical; sparsity, position, entropy, top-k overlap, rank reordering, tail
+    promotion, word frequencies) on js, the takeover paper's (Lorenz/Gini, early density, planning
+    words, failure AUROC, IoU with base entropy) on ce_base_rl, and RAST's path coverage; with
+    --compare, side-by-side sparsity; with --xs, the cross-sample report (recovery per setting,
+    pass@k, majority@k, flips, differences, recovery and effective/total switches per eps, and with
+    `switch_js` the share of switch positions still above eps online); with --difficulty, sparsity,
+    position and (with --xs) recovery per tertile of the base model's pass@1 (prompts of equal
+    pass@1 share a tertile), with easy - hard differences and problem-bootstrap intervals.
     """
     from divscope.analyses.analyze import analyze as run
     from divscope.analyses.analyze import digest

@@ -48,12 +48,12 @@ def calibrate(
     allow_tokenizer_mismatch: options.AllowTokenizerMismatch = False,
     overwrite: options.Overwrite = False,
 ) -> None:
-    """Calibrate the `gated` (CE) and `entropy` (base entropy) gates for takeover rate --rate.
+    """Calibrate the `gated` (CE) and `entropy` (base entropy) gates and write their JSON.
 
-    tau is the (1 - r) quantile of the scores s, and lambda is the mean of the scores above tau
-    over the mean score; the scores are a token table's rows, or --n base samples per
-    calibration prompt scored against --rl. Writes a JSON that `cross-sample --calibration`
-    reads.
+    For takeover rate --rate: tau is the (1 - r) quantile of the scores s, and lambda is the mean of
+    the scores above tau over the mean score; the scores are a token table's rows, or --n base
+    samples per calibration prompt scored against --rl. Writes a JSON that
+    `cross-sample --calibration` reads.
     """
     from divscope.decoding.calibrate import calibrate as run
 

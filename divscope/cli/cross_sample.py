@@ -225,14 +225,15 @@ def cross_sample(
     resume: options.Resume = False,
     shard: options.Shard = None,
 ) -> None:
-    """Decode --n responses per prompt of PROMPTS with --base and --rl in lockstep.
+    """Decode responses to every prompt under each policy and budget, grade them and write them.
 
-    Each policy decides, token by token, whose token is emitted (forward: the RL token where
-    JS > --eps, up to each budget; --stratify and --map restrict or precompute where). Writes
-    one row per response (n_switches, n_effective, switch_positions, switch_js: the online JS
-    at each switch, correct) and prints accuracy and recovery with 95% CIs per setting and
-    budget. Same --seed, same responses (on a GPU: with the same --batch-size). Results are
-    written in parts as they are done; --resume continues an interrupted run.
+    --n responses per prompt of PROMPTS, with --base and --rl in lockstep. Each policy decides,
+    token by token, whose token is emitted (forward: the RL token where JS > --eps, up to each
+    budget; --stratify and --map restrict or precompute where). Writes one row per response
+    (n_switches, n_effective, switch_positions, switch_js: the online JS at each switch, correct)
+    and prints accuracy and recovery with 95% CIs per setting and budget. Same --seed, same
+    responses (on a GPU: with the same --batch-size). Results are written in parts as they are done;
+    --resume continues an interrupted run.
     """
     from divscope.analyses.cross_sampling import cross_sampling_curve
     from divscope.decoding.cross_sample import cross_sample as run

@@ -67,12 +67,13 @@ def generate(
     resume: options.Resume = False,
     shard: options.Shard = None,
 ) -> None:
-    """Sample --n responses per prompt of PROMPTS from --model and write trajectories to --out.
+    """Sample responses to every prompt from a model and write them as trajectories.
 
-    Rows carry token ids and text (prompt_ids, response_ids, prompt, response), n_tokens,
-    finished (ended with EOS) and the prompts' other columns (e.g. answer). Each prompt is
-    written as soon as its --n responses are done; an interrupted run continues where it
-    stopped with --resume. --engine vllm queues every prompt at once.
+    --n responses per prompt of PROMPTS from --model, written to --out. Rows carry token ids and
+    text (prompt_ids, response_ids, prompt, response), n_tokens, finished (ended with EOS) and the
+    prompts' other columns (e.g. answer). Each prompt is written as soon as its --n responses are
+    done; an interrupted run continues where it stopped with --resume. --engine vllm queues every
+    prompt at once.
     """
     from divscope.generation import GenerateConfig, Sampling, VLLMOptions
     from divscope.generation.generate import generate as run

@@ -43,10 +43,11 @@ def grade(
     ] = None,
     overwrite: options.Overwrite = False,
 ) -> None:
-    """Grade every response of RESPONSES against its gold answer and write it to --out.
+    """Grade every response against its gold answer and write the graded table.
 
-    Adds `correct` and `grade_note` (why a response could not be graded cleanly: no \\boxed{},
-    timeout, ...) and prints mean@n with a problem-level 95% bootstrap interval.
+    Reads RESPONSES, writes --out. Adds `correct` and `grade_note` (why a response could not be
+    graded cleanly: no \\boxed{}, timeout, ...) and prints mean@n with a problem-level 95% bootstrap
+    interval.
     """
     from divscope.grading import GradeConfig
     from divscope.grading.grade import grade as run

@@ -10,7 +10,9 @@ import typer
 from divscope import defaults
 
 app = typer.Typer(
-    help="The miniature RLVR lab: a tiny base / RL / SFT model family.", no_args_is_help=True
+    help="The miniature RLVR lab: a verifiable task and a tiny base / RL / SFT model family "
+    "built on CPU.",
+    no_args_is_help=True,
 )
 
 
@@ -25,7 +27,10 @@ def build_command(
         typer.Option("--smoke", help="A few steps of each stage only: checks the set-up quickly."),
     ] = False,
 ) -> None:
-    """Train base (pretraining), rl (GRPO), rl-step-N and sft from scratch and write them out."""
+    """Train the lab family from scratch and write it to a directory.
+
+    base (pretraining), rl (GRPO), rl-step-N and sft, into OUT_DIR.
+    """
     from transformers.utils import logging
 
     from divscope.lab.family import BuildConfig, build

@@ -42,14 +42,14 @@ def plot(
     ] = defaults.SEED,
     overwrite: options.Overwrite = False,
 ) -> None:
-    """Draw the papers' figures from TOKENS (and --xs, --compare, --evolution) into --out.
+    """Draw every figure the tables allow into a directory, with an `index.md`.
 
-    Writes every figure the inputs allow, says which it skipped and why, and writes index.md
-    last, the figures under one heading per paper; the directory appears only when complete.
-    The core paper's figures are drawn on js, the takeover paper's (Lorenz, early density,
-    failure ROC, takeover knee) on ce_base_rl; with --compare, the SFT-vs-RL side-by-side
-    figures too. Figures that show raw values (KDEs, scatter) draw a seeded random sample and
-    say so.
+    From TOKENS, and --xs, --compare and --evolution, into --out: every figure the inputs allow,
+    says which it skipped and why, and writes index.md last, the figures under one heading per
+    paper; the directory appears only when complete. The core paper's figures are drawn on js, the
+    takeover paper's (Lorenz, early density, failure ROC, takeover knee) on ce_base_rl; with
+    --compare, the SFT-vs-RL side-by-side figures too. Figures that show raw values (KDEs, scatter)
+    draw a seeded random sample and say so.
     """
     from divscope.figures.plot import evolution_steps
     from divscope.figures.plot import plot as run

@@ -42,12 +42,12 @@ def report(
     ] = defaults.SEED,
     overwrite: options.Overwrite = False,
 ) -> None:
-    """Write one self-contained HTML report of TOKENS (and --xs, --compare, --evolution).
+    """Write one self-contained HTML report of a token table: summary, figures, token viewer.
 
-    The page holds the summary tables of both papers' sections, the cross-sampling table with
-    --xs, every figure `divscope plot` can draw from the inputs (embedded), and a token viewer
-    of --responses responses coloured by js, ce_base_rl, kl_base_rl or entropy_base. It needs
-    no network: send the one file.
+    Of TOKENS, and --xs, --compare and --evolution. The page holds the summary tables of both
+    papers' sections, the cross-sampling table with --xs, every figure `divscope plot` can draw from
+    the inputs (embedded), and a token viewer of --responses responses coloured by js, ce_base_rl,
+    kl_base_rl or entropy_base. It needs no network: send the one file.
     """
     from divscope.figures.plot import evolution_steps
     from divscope.reporting.report import report as run

@@ -59,7 +59,7 @@ def score(
     shard: options.Shard = None,
     allow_tokenizer_mismatch: options.AllowTokenizerMismatch = False,
 ) -> None:
-    """Score every response token of TRAJECTORIES under --base and --rl.
+    """Score every response token of a trajectory file under a base and an RL model.
 
     Writes one row per response token (JS on top-p truncated distributions, cross-entropy,
     KL, entropies, ranks, top-k overlaps; see docs/contracts.md) and prints a one-screen summary.

@@ -34,12 +34,12 @@ def weights(
     ] = None,
     overwrite: options.Overwrite = False,
 ) -> None:
-    """Print σ = ||θ_tuned − θ_base||₂ / ||θ_base||₂ per layer and in total, per TUNED model.
+    """The relative gap ratio σ of each tuned model to the base, per part and in total.
 
-    Norms over every tensor of the checkpoints, accumulated in float64; a row per numbered
-    block (model.layers.N) and per module outside them (embeddings, final norm, lm_head).
-    Tensors are streamed from safetensors one slice at a time, so 32B pairs fit in a few
-    hundred MiB.
+    Prints σ = ||θ_tuned − θ_base||₂ / ||θ_base||₂ per layer and in total, per TUNED model: norms
+    over every tensor of the checkpoints, accumulated in float64; a row per numbered block
+    (model.layers.N) and per module outside them (embeddings, final norm, lm_head). Tensors are
+    streamed from safetensors one slice at a time, so 32B pairs fit in a few hundred MiB.
     """
     from divscope.scoring.weights import weights as run
 

@@ -45,7 +45,9 @@ def calibrate(
     overwrite: bool = False,
     progress: bool = True,
 ) -> Calibration:
-    """Calibrate the `gated` and `entropy` gates and write the JSON `cross-sample` reads.
+    """Calibrate the `gated` (CE) and `entropy` (base entropy) gates and write their JSON.
+
+    The JSON is what `cross-sample` reads (`--calibration`).
 
     Args:
         source: a token table (without `base`/`rl`), or calibration prompts (with them): then
@@ -77,10 +79,20 @@ def calibrate(
         DivscopeError: an existing output without `overwrite`, only one of `base`/`rl`, a
             source that is neither, or a degenerate calibration set.
 
-    Example:
+    Example (the lab in `fixtures/lab`, from the repository root):
+        >>> import tempfile
+        >>> import polars as pl
         >>> import divscope
-        >>> calibration = divscope.calibrate(  # doctest: +SKIP
-        ...     "runs/lab-tokens.parquet", rate=0.05, window=16, out="runs/gates.json")
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> few, tokens = f"{tmp.name}/few.jsonl", f"{tmp.name}/tokens.parquet"
+        >>> pl.read_ndjson("fixtures/lab/trajectories.jsonl").head(8).write_ndjson(few)
+        >>> summary = divscope.score(
+        ...     few, base="fixtures/lab/base", rl="fixtures/lab/rl", out=tokens, progress=False)
+        >>> calibration = divscope.calibrate(
+        ...     tokens, out=f"{tmp.name}/gates.json", rate=0.05, window=16, progress=False)
+        >>> sorted(calibration.gates), calibration.n_tokens
+        (['entropy', 'gated'], 731)
+        >>> tmp.cleanup()
     """
     from divscope.io import TokenTableWriter, scan_token_table
 

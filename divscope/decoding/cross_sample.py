@@ -66,7 +66,9 @@ def cross_sample(
     part_rows: int = PART_ROWS,
     progress: bool = True,
 ) -> pl.DataFrame | None:
-    """Decode `n` responses per prompt under each policy (and budget), grade them, write them.
+    """Decode responses to every prompt under each policy and budget, grade them and write them.
+
+    `n` responses per prompt, per policy and budget.
 
     Args:
         prompts: Parquet or JSONL prompts (`prompt_id`, `prompt` or `prompt_ids`, `answer`).
@@ -126,13 +128,21 @@ def cross_sample(
             no token (or to a stop token), a map table that is unreadable or lacks a prompt, an
             existing output without `overwrite` or `resume`, or one made with other settings.
 
-    Example:
+    Example (the lab in `fixtures/lab`, from the repository root):
+        >>> import tempfile
+        >>> import polars as pl
         >>> import divscope
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> prompts = f"{tmp.name}/prompts.jsonl"  # the first 2 of the lab's 256 eval prompts
+        >>> pl.read_ndjson("fixtures/lab/prompts/eval.jsonl").head(2).write_ndjson(prompts)
         >>> from divscope.decoding.policies import Base, Forward, RL
-        >>> results = divscope.cross_sample(  # doctest: +SKIP
-        ...     "fixtures/lab/prompts/eval.jsonl", base="fixtures/lab/base",
-        ...     rl="fixtures/lab/rl", policies=[Base(), RL(), Forward(eps=0.05)],
-        ...     out="runs/forward.parquet", n=4, grader="lab")
+        >>> results = divscope.cross_sample(
+        ...     prompts, base="fixtures/lab/base", rl="fixtures/lab/rl",
+        ...     policies=[Base(), RL(), Forward(eps=0.05)], budgets=[4], n=2,
+        ...     out=f"{tmp.name}/forward.parquet", grader="lab", progress=False)
+        >>> results.group_by("policy", "budget", maintain_order=True).len().rows()
+        [('base', -1, 4), ('rl', -1, 4), ('forward', 4, 4)]
+        >>> tmp.cleanup()
     """
     from divscope import __version__
     from divscope.decoding.lockstep import planned

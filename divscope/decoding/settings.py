@@ -179,6 +179,42 @@ def parse_policies(
       brings both controls at its sampling, listed or not. A control at the run's sampling
       is `Base()` / `RL()`, at another one it carries its temperature and top-p.
 
+    Args:
+        text: the policy names, comma-separated (`--policy`).
+        eps: `forward`/`reverse`: switch where JS > eps (nats); a sequence sweeps it.
+        rate: `random`: per-step switch probability.
+        alpha: `mixture`: probability that the RL model writes a response.
+        early_share: `early`: the share of the base response's length the RL model writes.
+        gate_tau: `gated`: absolute threshold tau.
+        gate_lam: `gated`: relative threshold lambda.
+        gate_window: `gated`: W, previous steps of the recent mean.
+        entropy_tau: `entropy`: absolute threshold tau.
+        entropy_lam: `entropy`: relative threshold lambda.
+        entropy_window: `entropy`: W, previous steps of the recent mean.
+        rast_lam: `rast`: the weight of the small pair's logit difference.
+        calibration: `gated`/`entropy`: the JSON of `divscope calibrate` (tau, lambda, W).
+        override_calibration: apply a gate value that differs from `calibration`'s.
+        replace_temperature: `rl-replace`/`base-greedy` (and their controls): base sampling
+            temperature.
+        replace_top_p: `rl-replace`/`base-greedy` (and their controls): base sampling top-p.
+        temperature: the run's sampling temperature (of the controls at it).
+        top_p: the run's sampling top-p (of the controls at it).
+        stratify: `forward`/`reverse`: strata of divergent positions, comma-separated
+            (`parse_strata`).
+        match_tol: `entropy-matched`: the largest base-entropy difference (nats) to the
+            divergent position matched.
+        map_kind: `forward`/`reverse`: `online`, `retrospective` or both (`parse_maps`).
+        map_table: `retrospective`: token tables of reference trajectories, comma-separated.
+
+    Returns:
+        The policies, in the order of `text`, each control at every sampling of the run.
+
+    Raises:
+        DivscopeError: a policy named twice, an unknown policy, a parameter that a policy
+            needs missing or out of range (see `build_policy`), a flag that would replace a
+            calibrated value without `override_calibration` (naming both values), a bad
+            `--stratify` or `--map`, or either of them without `forward` or `reverse`.
+
     >>> parse_policies("base, forward", eps=(0.05, 0.1))
     [Base(), Forward(eps=0.05), Forward(eps=0.1)]
     >>> parse_policies("base,rl-replace")
@@ -186,12 +222,6 @@ def parse_policies(
      RL(temperature=0.6, top_p=0.95)]
     >>> parse_policies("forward", eps=0.05, stratify="none,entropy-matched")
     [Forward(eps=0.05), Forward(eps=0.05, stratum='entropy-matched', match_tol=0.1)]
-
-    Raises:
-        DivscopeError: a policy named twice, an unknown policy, a parameter that a policy
-            needs missing or out of range (see `build_policy`), a flag that would replace a
-            calibrated value without `override_calibration` (naming both values), a bad
-            `--stratify` or `--map`, or either of them without `forward` or `reverse`.
     """
     names = parse_names(text)
     if len(set(names)) != len(names):

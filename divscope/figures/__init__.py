@@ -4,10 +4,14 @@ One function per figure: `(data, ax=None, **options) -> matplotlib.figure.Figure
 the analyses in `divscope.analyses` and only draws; the style (palette, sizes, labels) lives in
 `divscope.figures.style`. `ax` is one Axes, or a sequence of Axes for a multi-panel figure; by
 default a new figure sized for a two-column paper is made. `divscope.figures.gallery` lists
-every figure and writes them all (the `divscope plot` command).
+every figure and writes them all (the `divscope plot` command). `data` is a token table
+(`divscope.io.scan_token_table("tokens.parquet")`) or any frame with the columns it reads:
 
->>> from divscope.figures import percentile_curve  # doctest: +SKIP
->>> percentile_curve(scan_token_table("tokens.parquet")).savefig("p.pdf")  # doctest: +SKIP
+>>> import polars as pl
+>>> from divscope.figures import percentile_curve
+>>> figure = percentile_curve(pl.DataFrame({"js": [0.0, 0.001, 0.02, 0.3]}))
+>>> figure.axes[0].get_ylabel()  # then figure.savefig("p.pdf")
+'JS divergence, top-p (nats)'
 """
 
 from divscope.figures.cross_sampling import (

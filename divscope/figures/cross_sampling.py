@@ -186,6 +186,15 @@ def cross_sampling_curves(
 
     Raises:
         DivscopeError: none of the groups' policies is in the results.
+
+    >>> accuracy = {("base", -1): 0.25, ("rl", -1): 0.75,
+    ...     ("forward", 0): 0.25, ("forward", 2): 0.5, ("forward", 8): 0.75}
+    >>> results = pl.DataFrame([{"prompt_id": f"p{i % 4}", "policy": policy, "budget": budget,
+    ...     "n_tokens": 100, "n_switches": max(budget, 0), "n_effective": max(budget, 0),
+    ...     "correct": i < 8 * share}
+    ...     for (policy, budget), share in accuracy.items() for i in range(8)])
+    >>> cross_sampling_curves(results, n_boot=20).axes[0].get_xlabel()
+    'intervention budget (max. switched tokens)'
     """
     measure, y_label = _measure(recovery_at)
     curve = analyses.cross_sampling_curve(
@@ -287,6 +296,15 @@ def takeover_knee(
         rl_policy: the RL-model control.
         n_boot: bootstrap resamples of prompts.
         seed: seed of the bootstrap.
+
+    >>> accuracy = {("base", None): 0.25, ("rl", None): 0.75, ("gated", 4.0): 0.25,
+    ...     ("gated", 2.0): 0.5, ("gated", 1.0): 0.75, ("gated", 0.5): 0.75}
+    >>> results = pl.DataFrame([{"prompt_id": f"p{i % 4}", "policy": policy, "budget": -1,
+    ...     "eps": eps, "n_tokens": 100, "n_switches": int(8 / eps) if eps else 0,
+    ...     "n_effective": int(4 / eps) if eps else 0, "correct": i < 8 * share}
+    ...     for (policy, eps), share in accuracy.items() for i in range(8)])
+    >>> takeover_knee(results, n_boot=20).axes[0].get_xlabel()
+    "mean takeover rate ρ̄ (% of a response's tokens)"
     """
     knee = analyses.takeover_knee(
         results,
@@ -360,6 +378,15 @@ def threshold_sensitivity(results: Frame, ax: Sequence[Axes] | None = None) -> F
 
     Raises:
         DivscopeError: no setting was run at more than one `eps` (nothing to sweep).
+
+    >>> accuracy = {("base", -1, None): 0.25, ("rl", -1, None): 0.75,
+    ...     ("forward", 4, 0.01): 0.75, ("forward", 4, 0.1): 0.5, ("forward", 4, 0.3): 0.25}
+    >>> results = pl.DataFrame([{"prompt_id": f"p{i % 4}", "policy": policy, "budget": budget,
+    ...     "eps": eps, "n_tokens": 100, "n_switches": 4 if eps else 0,
+    ...     "n_effective": int(0.4 / eps) if eps else 0, "correct": i < 8 * share}
+    ...     for (policy, budget, eps), share in accuracy.items() for i in range(8)])
+    >>> [axes.get_ylabel() for axes in threshold_sensitivity(results).axes]
+    ['effective / total switches (%)', 'accuracy (mean@n, %)']
     """
     table = analyses.threshold_sensitivity(results)
     swept = {len(set(table.filter(policy=p)["eps"])) for p in table["policy"]}
@@ -453,6 +480,15 @@ def threshold_recovery(
     Raises:
         DivscopeError: none of `policies` has a recovery at an `eps` (no such setting, or no
             controls to recover against).
+
+    >>> accuracy = {("base", -1, None): 0.25, ("rl", -1, None): 0.75,
+    ...     ("forward", 4, 0.01): 0.75, ("forward", 4, 0.1): 0.5, ("forward", 4, 0.3): 0.25}
+    >>> results = pl.DataFrame([{"prompt_id": f"p{i % 4}", "policy": policy, "budget": budget,
+    ...     "eps": eps, "n_tokens": 100, "n_switches": 4 if eps else 0,
+    ...     "n_effective": int(0.4 / eps) if eps else 0, "correct": i < 8 * share}
+    ...     for (policy, budget, eps), share in accuracy.items() for i in range(8)])
+    >>> threshold_recovery(results, n_boot=20).axes[0].get_ylabel()
+    'recovery of the gain (mean@n)'
     """
     table = analyses.threshold_curves(
         results,
@@ -529,6 +565,14 @@ def token_pairs(
 
     Raises:
         DivscopeError: no switch of the policy (or of any policy).
+
+    >>> results = pl.DataFrame({"policy": ["forward"] * 2, "budget": [-1, -1],
+    ...     "prompt_id": ["a", "b"], "response_ids": [[5, 7, 9], [7, 8]],
+    ...     "switch_positions": [[1, 2], [0]], "switch_primary_ids": [[6, 9], [6]],
+    ...     "switch_primary_tokens": [[" So", " x"], [" So"]],
+    ...     "switch_tokens": [[" Wait", " x"], [" Wait"]]})
+    >>> [label.get_text() for label in token_pairs(results).axes[0].get_yticklabels()]
+    ["' So' → ' Wait'"]
     """
     pairs = analyses.switch_pairs(results, policy=policy, top=top, effective_only=effective_only)
     if pairs.is_empty():
@@ -587,6 +631,12 @@ def delta_alignment(
 
     Raises:
         DivscopeError: no response has a `delta_cosine` (decode with `--delta-alignment`).
+
+    >>> results = pl.DataFrame({"prompt_id": ["a", "b"] * 2, "budget": -1,
+    ...     "policy": ["rast"] * 2 + ["base"] * 2,
+    ...     "delta_cosine": [[0.6, 0.5, 0.4], [0.7, 0.6], [0.1, 0.0, 0.1], [0.2, -0.1]]})
+    >>> [line.get_label() for line in delta_alignment(results, n_boot=20).axes[0].lines][:2]
+    ['base: 0.06 [0.05, 0.07]', 'rast: 0.57 [0.50, 0.65]']
     """
     alignment = analyses.delta_alignment(results, bins=bins, n_boot=n_boot, seed=seed)
     if alignment.summary.is_empty():

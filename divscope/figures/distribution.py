@@ -56,6 +56,11 @@ def divergence_histogram(
         ax: axes to draw into (default: a new single-column figure).
         metric: the divergence column.
         bins: number of log-spaced bins.
+
+    >>> import polars as pl
+    >>> tokens = pl.DataFrame({"js": np.random.default_rng(0).exponential(0.03, 400)})
+    >>> divergence_histogram(tokens).axes[0].get_xlabel()
+    'JS divergence, top-p (nats)'
     """
     result = analyses.histogram(tokens, metric, bins=bins, log=True)
     figure, (axes,) = panels(ax)
@@ -90,6 +95,11 @@ def percentile_curve(tokens: Frame, ax: Axes | None = None, *, metric: str = "js
         tokens: a token table.
         ax: axes to draw into (default: a new single-column figure).
         metric: the divergence column.
+
+    >>> import polars as pl
+    >>> tokens = pl.DataFrame({"js": np.random.default_rng(0).exponential(0.03, 400)})
+    >>> percentile_curve(tokens).axes[0].get_xlabel()
+    'percentile of tokens (%)'
     """
     result = analyses.sparsity(tokens, metric, thresholds=(), percentiles=CURVE_PERCENTILES)
     figure, (axes,) = panels(ax)
@@ -128,6 +138,12 @@ def compare_sparsity(
 
     Raises:
         DivscopeError: fewer than two tables.
+
+    >>> import polars as pl
+    >>> tokens = pl.DataFrame({"js": np.random.default_rng(0).exponential(0.03, 400)})
+    >>> figure = compare_sparsity({"RL": tokens, "SFT": tokens.with_columns(pl.col("js") * 10)})
+    >>> [axes.get_xlabel() for axes in figure.axes]
+    ['percentile of tokens (%)', 'near-zero threshold (nats)']
     """
     styles = [style for _, _, style in compared(tables, "compare_sparsity")]
     result = analyses.compare(tables, metric, thresholds=thresholds, percentiles=CURVE_PERCENTILES)
@@ -178,6 +194,12 @@ def token_profile(
 
     Raises:
         DivscopeError: none of the words occurs in the table.
+
+    >>> import polars as pl
+    >>> tokens = pl.DataFrame({"token": [" wait", " so", " the", " x"] * 50,
+    ...                        "js": np.random.default_rng(0).exponential(0.05, 200)})
+    >>> token_profile(tokens, words=[" wait", " so"]).axes[0].get_xlabel()
+    'percentile of occurrences (%)'
     """
     if words is None:
         words = analyses.most_frequent_words(tokens, top=3)
@@ -224,6 +246,11 @@ def lorenz(tokens: Frame, ax: Axes | None = None, *, metric: str = "js") -> Figu
         tokens: a token table.
         ax: axes to draw into (default: a new single-column figure).
         metric: a non-negative divergence column.
+
+    >>> import polars as pl
+    >>> tokens = pl.DataFrame({"js": np.random.default_rng(0).exponential(0.03, 400)})
+    >>> lorenz(tokens).axes[0].get_ylabel()
+    'divergence mass (cumulative %)'
     """
     result = analyses.lorenz(tokens, metric)
     figure, (axes,) = panels(ax, height=SQUARE_HEIGHT)

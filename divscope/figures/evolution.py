@@ -45,6 +45,15 @@ def evolution(
         ax: three axes to draw into (default: a new full-width figure).
         metric: the divergence column.
         threshold: positions strictly above it count as divergent.
+
+    >>> import numpy as np
+    >>> import polars as pl
+    >>> rng = np.random.default_rng(0)
+    >>> tables = {step: pl.DataFrame({"prompt_id": "p0", "sample_id": np.arange(400) // 100,
+    ...     "position": np.arange(400) % 100, "js": rng.exponential(0.001 * step, 400)})
+    ...     for step in (30, 60, 120)}
+    >>> [axes.get_ylabel() for axes in evolution(tables).axes][1:]
+    ['tokens with JS > 0.1 (%)', 'Jaccard overlap with final (0–1)']
     """
     if len(tables) < 2:
         raise DivscopeError("evolution: needs token tables of at least two training steps.")

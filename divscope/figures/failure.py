@@ -42,6 +42,16 @@ def failure_roc(
         top_n: values averaged per response.
         n_boot: bootstrap resamples of prompts for the intervals.
         seed: seed of the bootstrap.
+
+    >>> import numpy as np
+    >>> import polars as pl
+    >>> rng = np.random.default_rng(0)
+    >>> tokens = pl.DataFrame({"prompt_id": np.repeat([f"p{i}" for i in range(20)], 10),
+    ...     "sample_id": 0, "js": rng.exponential(0.05, 200),
+    ...     "entropy_base": rng.exponential(1.0, 200),
+    ...     "correct": np.repeat(rng.random(20) < 0.5, 10)})  # one response per prompt
+    >>> failure_roc(tokens, n_boot=50).axes[0].get_ylabel()
+    'true-positive rate (wrong flagged)'
     """
     curves = analyses.failure_roc(tokens, metric, top_n=top_n)
     result = analyses.failure_auroc(tokens, metric, top_n=top_n, n_boot=n_boot, seed=seed)

@@ -80,10 +80,10 @@ def plot(
     overwrite: bool = False,
     on_figure: Callable[[str, str | None], None] | None = None,
 ) -> PlotReport:
-    """File-to-file: read the tables, draw every figure they allow, write them and `index.md`.
+    """Draw every figure the tables allow into a directory, with an `index.md`.
 
-    The token table's needed columns are read once into memory; the other tables are scanned
-    lazily by the analyses that use them. Each figure is drawn on its paper's metric (see
+    File to file: the token table's needed columns are read once into memory; the other tables are
+    scanned lazily by the analyses that use them. Each figure is drawn on its paper's metric (see
     `divscope.figures.gallery`): the core paper's on `core_metric`, the takeover paper's on
     `takeover_metric`.
 
@@ -117,10 +117,20 @@ def plot(
         DivscopeError: unknown names or formats, an existing `out` without `overwrite`, a
             table that cannot be read, or `reference`/`recovery_at` without `cross_sample`.
 
-    Example:
+    Example (the lab in `fixtures/lab`, from the repository root):
+        >>> import tempfile
+        >>> import polars as pl
         >>> import divscope
-        >>> report = divscope.plot(  # doctest: +SKIP
-        ...     "runs/lab-tokens.parquet", "runs/figures", cross_sample="runs/forward.parquet")
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> few, tokens = f"{tmp.name}/few.jsonl", f"{tmp.name}/tokens.parquet"
+        >>> pl.read_ndjson("fixtures/lab/trajectories.jsonl").head(8).write_ndjson(few)
+        >>> summary = divscope.score(
+        ...     few, base="fixtures/lab/base", rl="fixtures/lab/rl", out=tokens, progress=False)
+        >>> report = divscope.plot(
+        ...     tokens, f"{tmp.name}/figures", names=["lorenz", "percentile_curve"])
+        >>> sorted(report.written), report.written["lorenz"][0].name
+        (['lorenz', 'percentile_curve'], 'lorenz.png')
+        >>> tmp.cleanup()
     """
     from divscope.io import read_reference, read_table, scan_token_table, table_name
 

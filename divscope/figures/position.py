@@ -46,6 +46,11 @@ def positional_profile(
         ax: axes to draw into (default: a new single-column figure).
         metric: the divergence column.
         bins: equal-width bins of relative position t / T.
+
+    >>> tokens = pl.DataFrame({"js": np.random.default_rng(0).exponential(0.03, 400),
+    ...                        "position": np.arange(400) % 100, "n_tokens": 100})
+    >>> positional_profile(tokens).axes[0].get_xlabel()
+    'relative position in the response, t / T'
     """
     figure, (axes,) = panels(ax)
     _draw_profile(axes, tokens, metric, bins=bins, color=RL_COLOR)
@@ -74,6 +79,11 @@ def compare_positional_profile(
 
     Raises:
         DivscopeError: fewer than two tables.
+
+    >>> tokens = pl.DataFrame({"js": np.random.default_rng(0).exponential(0.03, 400),
+    ...                        "position": np.arange(400) % 100, "n_tokens": 100})
+    >>> len(compare_positional_profile({"RL": tokens, "SFT": tokens}).axes)
+    2
     """
 
     def draw(panel: Axes, label: str, table: Frame, style: dict[str, str]) -> None:
@@ -118,6 +128,11 @@ def early_density(
         metric: the divergence column.
         top_share: share of tokens, most divergent first.
         bins: equal-width bins of relative position.
+
+    >>> tokens = pl.DataFrame({"js": np.random.default_rng(0).exponential(0.03, 400),
+    ...                        "position": np.arange(400) % 100, "n_tokens": 100})
+    >>> early_density(tokens).axes[0].get_ylabel()
+    'density (uniform = 1)'
     """
     density = analyses.early_density(tokens, metric, top_share=top_share, bins=bins)
     figure, (axes,) = panels(ax)
@@ -173,6 +188,12 @@ def token_trajectory(
 
     Raises:
         DivscopeError: the response is not in the table.
+
+    >>> tokens = pl.DataFrame({"prompt_id": "p0", "sample_id": 0, "position": range(6),
+    ...     "n_tokens": 6, "token": [" 9", " +", " 3", " =", " 12", "."],
+    ...     "js": [0.0, 0.01, 0.3, 0.0, 0.2, 0.0]})
+    >>> token_trajectory(tokens).axes[0].get_xlabel()
+    'token position t in the response'
     """
     required = ["prompt_id", "sample_id", "position", "n_tokens", "token", metric]
     lazy = checked_lazy(tokens, required, what="token_trajectory")

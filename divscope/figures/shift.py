@@ -62,6 +62,12 @@ def entropy_by_divergence(
         split: low = metric < split, high = metric > split (on the JS scale in the paper).
         max_samples: tokens per group the KDE is fitted on.
         seed: seed of the samples.
+
+    >>> rng = np.random.default_rng(0)
+    >>> tokens = pl.DataFrame({"js": rng.exponential(0.05, 400),
+    ...     "entropy_base": rng.exponential(1.0, 400), "entropy_rl": rng.exponential(0.5, 400)})
+    >>> entropy_by_divergence(tokens).axes[0].get_xlabel()
+    'entropy of the next-token distribution (nats)'
     """
     density = analyses.entropy_density(
         tokens, metric, split=split, max_samples=max_samples, seed=seed
@@ -107,6 +113,12 @@ def compare_entropy(
 
     Raises:
         DivscopeError: fewer than two tables.
+
+    >>> rng = np.random.default_rng(0)
+    >>> tokens = pl.DataFrame({"js": rng.exponential(0.05, 400),
+    ...     "entropy_base": rng.exponential(1.0, 400), "entropy_rl": rng.exponential(0.5, 400)})
+    >>> len(compare_entropy({"RL": tokens, "SFT": tokens}).axes)
+    2
     """
 
     def draw(panel: Axes, label: str, table: Frame, style: dict[str, str]) -> None:
@@ -170,6 +182,13 @@ def topk_overlap(
         metric: the divergence column.
         thresholds: tokens strictly above each threshold form one line (on the JS scale in the
             paper).
+
+    >>> from divscope.schema import OVERLAP_KS
+    >>> rng = np.random.default_rng(0)
+    >>> tokens = pl.DataFrame({"js": rng.exponential(0.05, 400),
+    ...     **{f"overlap_{k}": rng.integers(0, k + 1, 400) / k for k in OVERLAP_KS}})
+    >>> topk_overlap(tokens).axes[0].get_ylabel()
+    'shared top-k tokens (%)'
     """
     overlap = analyses.topk_overlap(tokens, metric, thresholds=thresholds)
     figure, (axes,) = panels(ax)
@@ -204,6 +223,13 @@ def compare_topk_overlap(
 
     Raises:
         DivscopeError: fewer than two tables.
+
+    >>> from divscope.schema import OVERLAP_KS
+    >>> rng = np.random.default_rng(0)
+    >>> tokens = pl.DataFrame({"js": rng.exponential(0.05, 400),
+    ...     **{f"overlap_{k}": rng.integers(0, k + 1, 400) / k for k in OVERLAP_KS}})
+    >>> compare_topk_overlap({"RL": tokens, "SFT": tokens}).axes[0].get_xlabel()
+    "k (size of each model's top-k set)"
     """
     entries = compared(tables, "compare_topk_overlap")
     figure, (axes,) = panels(ax)
@@ -258,6 +284,12 @@ def rank_reordering(
         metric: the divergence column.
         threshold: positions strictly above it are counted (on the JS scale in the paper).
         max_rank: ranks above it are pooled in the last group.
+
+    >>> rng = np.random.default_rng(0)
+    >>> tokens = pl.DataFrame({"js": rng.exponential(0.1, 400),
+    ...     **{f"rl_top{i}_rank_in_base": rng.geometric(0.5, 400) for i in (1, 2, 3)}})
+    >>> rank_reordering(tokens).axes[0].get_xlabel()
+    'rank of the RL token under the base model'
     """
     figure, (axes,) = panels(ax)
     _draw_ranks(
@@ -291,6 +323,13 @@ def compare_rank_reordering(
 
     Raises:
         DivscopeError: fewer than two tables.
+
+    >>> rng = np.random.default_rng(0)
+    >>> tokens = pl.DataFrame({"js": rng.exponential(0.1, 400),
+    ...     **{f"rl_top{i}_rank_in_base": rng.geometric(0.5, 400) for i in (1, 2, 3)}})
+    >>> figure = compare_rank_reordering({"RL": tokens, "SFT": tokens})
+    >>> [axes.get_xlabel() for axes in figure.axes]
+    ['rank of the RL token under the base model', 'rank of the SFT token under the base model']
     """
 
     def draw(panel: Axes, label: str, table: Frame, style: dict[str, str]) -> None:
@@ -373,6 +412,12 @@ def tail_promotion(
         tail_cutoff: base probability below which a token counts as promoted from the tail.
         max_samples: positions drawn in panel (b).
         seed: seed of the sample of panel (b).
+
+    >>> rng = np.random.default_rng(0)
+    >>> tokens = pl.DataFrame({"js": rng.exponential(0.1, 400),
+    ...     "p_base_of_rl_top1": rng.random(400) ** 3, "p_top1_rl": rng.random(400)})
+    >>> [axes.get_ylabel() for axes in tail_promotion(tokens).axes]
+    ['positions with base p < x (%)', 'RL probability of its top-1 token']
     """
     result = analyses.tail_promotion(tokens, metric, threshold=threshold, tail_cutoff=tail_cutoff)
     columns = ["p_base_of_rl_top1", "p_top1_rl"]
@@ -437,6 +482,12 @@ def compare_tail_promotion(
 
     Raises:
         DivscopeError: fewer than two tables.
+
+    >>> rng = np.random.default_rng(0)
+    >>> tokens = pl.DataFrame({"js": rng.exponential(0.1, 400),
+    ...     "p_base_of_rl_top1": rng.random(400) ** 3, "p_top1_rl": rng.random(400)})
+    >>> compare_tail_promotion({"RL": tokens, "SFT": tokens}).axes[0].get_xlabel()
+    'base probability of the fine-tuned top-1 token'
     """
     entries = compared(tables, "compare_tail_promotion")
     figure, (axes,) = panels(ax, height=2.7)

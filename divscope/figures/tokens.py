@@ -75,6 +75,11 @@ def wordclouds(
         high: the high group is metric > high (on the JS scale in the paper).
         low: the low group is metric < low (on the JS scale in the paper).
         top: words per cloud.
+
+    >>> tokens = pl.DataFrame({"token": [" wait", " so", " the", " x"] * 50,
+    ...                        "js": np.random.default_rng(0).exponential(0.05, 200)})
+    >>> len(wordclouds(tokens).axes)  # high- and low-divergence words
+    2
     """
     frequencies = analyses.word_frequencies(tokens, metric, high=high, low=low, top=top)
     figure, axes = panels(ax, 2, width=DOUBLE_COLUMN, height=2.0)

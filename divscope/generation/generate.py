@@ -140,7 +140,9 @@ def generate(
     shard: str | None = None,
     progress: bool = True,
 ) -> GenerateReport:
-    """Sample `n` responses per prompt from `model` and write them as trajectories.
+    """Sample responses to every prompt from a model and write them as trajectories.
+
+    `config.sampling.n` responses per prompt.
 
     Args:
         prompts: Parquet or JSONL prompts: `prompt_id`, `prompt` (text) or `prompt_ids`,
@@ -169,11 +171,19 @@ def generate(
             `overwrite`, a prompt too long for the model, `device` or `device_map` given with
             `vllm`, or `vllm` not installed.
 
-    Example:
+    Example (the lab in `fixtures/lab`, from the repository root):
+        >>> import tempfile
+        >>> import polars as pl
         >>> import divscope
-        >>> report = divscope.generate(  # doctest: +SKIP
-        ...     "prompts.jsonl", "fixtures/lab/base", "runs/base",
-        ...     GenerateConfig(Sampling(n=8, max_new_tokens=64, seed=1)))
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> prompts = f"{tmp.name}/prompts.jsonl"  # the first 2 of the lab's 256 eval prompts
+        >>> pl.read_ndjson("fixtures/lab/prompts/eval.jsonl").head(2).write_ndjson(prompts)
+        >>> report = divscope.generate(
+        ...     prompts, "fixtures/lab/base", f"{tmp.name}/base.jsonl",
+        ...     GenerateConfig(Sampling(n=2, max_new_tokens=64, seed=1)), progress=False)
+        >>> report.n_prompts, report.n_responses, report.out.name
+        (2, 4, 'base.jsonl')
+        >>> tmp.cleanup()
     """
     from divscope.distributed import current_world
     from divscope.generation.prompts import chat_prompts, prompt_texts

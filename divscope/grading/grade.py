@@ -57,11 +57,12 @@ def grade(
     answers: str | os.PathLike | None = None,
     overwrite: bool = False,
 ) -> GradeReport:
-    """Grade the responses of a trajectory or cross-sample results file and write it to `out`.
+    """Grade every response against its gold answer and write the graded table.
 
-    `out` gets every input column plus `correct` and `grade_note` (replaced if present), as
-    Parquet (`.parquet`), JSONL (`.jsonl`) or a directory of parts (any other path). `out` may
-    be `source` itself with `overwrite`: the input is read whole first and replaced atomically.
+    The responses of a trajectory or cross-sample results file; `out` gets every input column plus
+    `correct` and `grade_note` (replaced if present), as Parquet (`.parquet`), JSONL (`.jsonl`) or a
+    directory of parts (any other path). `out` may be `source` itself with `overwrite`: the input is
+    read whole first and replaced atomically.
 
     Args:
         source: trajectories or cross-sample results with `prompt_id` and `response`.
@@ -76,11 +77,17 @@ def grade(
     Raises:
         DivscopeError: `out` exists without `overwrite`, or any `grade_table` error.
 
-    Example:
+    Example (the lab in `fixtures/lab`, from the repository root):
+        >>> import tempfile
         >>> import divscope
         >>> from divscope.grading import GradeConfig
-        >>> report = divscope.grade(  # doctest: +SKIP
-        ...     "runs/traj", "runs/traj-graded.parquet", GradeConfig("lab"))
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> report = divscope.grade(
+        ...     "fixtures/lab/trajectories.jsonl", f"{tmp.name}/graded.parquet",
+        ...     GradeConfig("lab", workers=1))
+        >>> report.n_responses, report.n_prompts
+        (512, 64)
+        >>> tmp.cleanup()
     """
     TokenTableWriter.check_target(out, overwrite=overwrite)
     get_grader(config.grader)  # an unknown grader fails before a large input is read

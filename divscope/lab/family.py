@@ -95,7 +95,9 @@ def build(
     config: BuildConfig | None = None,
     log: Callable[[str], None] = lambda line: None,
 ) -> dict:
-    """Train the lab family from scratch and write it to `out_dir`.
+    """Train the lab family from scratch and write it to a directory.
+
+    base (pretraining), rl (GRPO), its checkpoints rl-step-N and sft, into `out_dir`.
 
     Args:
         out_dir: output directory; must not exist or be empty.

@@ -88,11 +88,18 @@ def score(
             cannot be loaded or whose ordinary vocabularies differ (unless
             `allow_tokenizer_mismatch`), or a sequence beyond a context.
 
-    Example:
+    Example (the lab in `fixtures/lab`, from the repository root):
+        >>> import tempfile
+        >>> import polars as pl
         >>> import divscope
-        >>> summary = divscope.score(  # doctest: +SKIP
-        ...     "fixtures/lab/trajectories.jsonl", base="fixtures/lab/base",
-        ...     rl="fixtures/lab/rl", out="runs/lab-tokens.parquet")
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> few, tokens = f"{tmp.name}/few.jsonl", f"{tmp.name}/tokens.parquet"
+        >>> pl.read_ndjson("fixtures/lab/trajectories.jsonl").head(8).write_ndjson(few)
+        >>> summary = divscope.score(
+        ...     few, base="fixtures/lab/base", rl="fixtures/lab/rl", out=tokens, progress=False)
+        >>> summary.sequences, summary.tokens  # the first 8 of the lab's 512 trajectories
+        (8, 731)
+        >>> tmp.cleanup()
     """
     from divscope import __version__
     from divscope.distributed import current_world

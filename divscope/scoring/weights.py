@@ -167,9 +167,9 @@ def weights(
 
     Example (the lab, from the repository root):
 
-    >>> gap = weights(  # doctest: +SKIP
+    >>> gap = weights(
     ...     "fixtures/lab/base", ["fixtures/lab/rl", "fixtures/lab/sft"], progress=False)
-    >>> gap.total.sigma("rl") < gap.total.sigma("sft")  # doctest: +SKIP
+    >>> gap.total.sigma("rl") < gap.total.sigma("sft")
     True
     """
     names = tuned_labels(tuned, labels)

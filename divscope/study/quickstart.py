@@ -1,0 +1,730 @@
+"""`quickstart`: the whole study on the lab models, one library call per stage, resumable.
+
+What `divscope quickstart` runs, on the lab's family (`fixtures/lab`: `base`, `rl`, its
+`rl-step-N` checkpoints and the `sft` control):
+
+1. `prompts`: the first eval prompts, and the first training prompts for calibration;
+2. `generate base`, `generate rl`, `generate sft`: samples of each model on the eval prompts;
+3. `grade`: every response with the lab grader; base's and RL's responses together are the
+   trajectories that RL vs base is scored on (RL's sample ids follow base's);
+4. `score rl`: RL vs base on those; `score sft`: SFT vs base on SFT's own samples (the control);
+   `score checkpoints`: each `rl-step-N` and the final `rl` vs base on RL's samples (the
+   training evolution);
+5. `calibrate`: the takeover paper's gates, from base samples of the calibration prompts;
+6. `cross-sample`: forward, reverse, random, rl-replace and gated, with the base and rl
+   controls, over a budget grid;
+7. `analyze` (with the SFT table compared and the cross-sample results), and the headline
+   numbers; `plot`: every figure; `report`: the HTML report.
+
+Resuming: `OUT/quickstart.json` records, per stage, a fingerprint of the settings that decide
+its outputs (its own and, through theirs, its inputs' stages). A stage recorded done whose
+fingerprint is unchanged and whose outputs exist is skipped; an interrupted one resumes its
+parts (`generate`, `score`, `cross-sample`) or starts over (the others write atomically), so
+no output looks complete before it is; a stage whose settings changed reruns, and so does
+every stage after it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from divscope.analyses.stats import Interval
+from divscope.analyses.summary import Summary
+from divscope.defaults import (
+    CALIBRATION_SAMPLES,
+    GATE_WINDOW,
+    LAB,
+    N_BOOT,
+    QUICKSTART_OUT,
+    SEED,
+    TAKEOVER_RATE,
+)
+from divscope.errors import DivscopeError
+
+MANIFEST = "quickstart.json"
+"""The record of the stages done, in the output directory."""
+LAB_GRADER = "lab"
+"""The grader of the lab's task (`divscope grade --grader lab`)."""
+POLICIES = "base,rl,forward,reverse,random,rl-replace,gated"
+"""The cross-sample policies (`--policy`); rl-replace brings its own base and rl controls."""
+KNEE_POLICY = "forward"
+"""The policy whose knee the headline reports."""
+NEAR_ZERO = 1e-3
+"""Headline sparsity: the share of tokens with `js` below this (one of the core thresholds)."""
+CONFIDENCE = 0.95
+"""Coverage of the knee's interval (the summary's intervals are 95% too)."""
+
+
+@dataclass(frozen=True)
+class QuickstartConfig:
+    """The size of the study: what decides its outputs and its time.
+
+    >>> QuickstartConfig.fast().eval_prompts < QuickstartConfig().eval_prompts
+    True
+    """
+
+    eval_prompts: int = 32
+    """Eval prompts that every model samples and cross-sampling decodes (the first ones)."""
+    samples: int = 4
+    """Responses per prompt of each model, and of each cross-sampling setting."""
+    calibration_prompts: int = 32
+    """Training prompts whose base samples calibrate the gates (the first ones)."""
+    calibration_samples: int = CALIBRATION_SAMPLES
+    """Base responses per calibration prompt."""
+    max_new_tokens: int = 224
+    """Length cap of every response (the lab's GRPO cap; its solutions take 60-140 tokens)."""
+    budgets: tuple[int, ...] = (0, 1, 2, 4, -1)
+    """Switch budgets of forward, reverse, random and gated (−1 = unlimited; on the lab, forward
+    reaches every divergent position by budget 8, and nearly all of them by 4)."""
+    eps: float = 0.05
+    """forward/reverse: switch where JS > eps."""
+    random_rate: float = 0.03
+    """random: per-step switch probability, about forward's unlimited switch share on the lab."""
+    takeover_rate: float = TAKEOVER_RATE
+    """Target takeover rate of the calibrated gates."""
+    n_boot: int = N_BOOT
+    """Bootstrap resamples of every interval."""
+    formats: tuple[str, ...] = ("png", "pdf")
+    """File formats of the figures."""
+    seed: int = SEED
+    """Seed of every sample and bootstrap."""
+    threads: int = 1
+    """Torch CPU threads: the lab's models are too small for a second thread to pay, and on
+    shared cores threads wait for each other."""
+
+    @classmethod
+    def fast(cls) -> QuickstartConfig:
+        """`--fast`: every stage, on a few prompts and budgets (a check that all of it works;
+        the intervals are wide)."""
+        return cls(
+            eval_prompts=6,
+            samples=2,
+            calibration_prompts=8,
+            calibration_samples=2,
+            budgets=(0, 1, 2, -1),
+            n_boot=200,
+            formats=("png",),
+        )
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The study's headline numbers (RL vs base; intervals are 95% bootstraps over prompts)."""
+
+    n_tokens: int
+    """Tokens of the RL-vs-base token table."""
+    n_responses: int
+    """Responses in it (base's and RL's samples)."""
+    near_zero: float
+    """The near-zero threshold of `share_near_zero`."""
+    share_near_zero: float
+    """Share of tokens with `js` below `near_zero` (the core paper's sparsity)."""
+    high: float
+    """The core paper's high-divergence threshold of `share_high`."""
+    share_high: float
+    """Share of tokens with `js` above `high` (the positions of the core section's rank
+    reordering)."""
+    takeover_metric: str
+    """The metric of `gini` and `failure_auroc` (the takeover paper's s_t)."""
+    gini: float
+    """Gini coefficient of `takeover_metric` over tokens."""
+    failure_auroc: Interval | None
+    """AUROC of each response's top-100 mean for predicting a wrong answer; None when the
+    responses are all right or all wrong."""
+    knee_budget: int | None
+    """Switch budget at the knee of forward's accuracy against its takeover rate (−1 =
+    unlimited); None when the curve has no knee."""
+    knee_recovery: Interval | None
+    """Forward's recovery of the RL gain at the knee."""
+    knee_switch_share: float | None
+    """Forward's mean takeover rate (switched share of each response's tokens) at the knee."""
+    base_accuracy: float | None
+    """Accuracy of the base control at forward's sampling."""
+    rl_accuracy: float | None
+    """Accuracy of the rl control at forward's sampling."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (intervals as dicts)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, document: Mapping[str, Any]) -> Headline:
+        """The headline `to_dict` wrote."""
+        intervals = {"failure_auroc", "knee_recovery"}
+        return cls(
+            **{
+                f.name: Interval(**document[f.name])
+                if f.name in intervals and document[f.name] is not None
+                else document[f.name]
+                for f in fields(cls)
+            }
+        )
+
+    def format(self) -> str:
+        """The headline as a few lines of text."""
+
+        def interval(value: Interval | None, digits: int = 2) -> str:
+            if value is None:
+                return "n/a"
+            return f"{value.estimate:.{digits}f} [{value.low:.{digits}f}, {value.high:.{digits}f}]"
+
+        if self.knee_budget is None:
+            knee = "no knee (too few budgets, or a flat curve)"
+        else:
+            budget = "unlimited" if self.knee_budget == -1 else str(self.knee_budget)
+            knee = (
+                f"knee at budget {budget}: recovery {interval(self.knee_recovery)} of the RL "
+                f"gain, {self.knee_switch_share:.2%} of tokens switched"
+            )
+        controls = (
+            f" (base {self.base_accuracy:.1%}, rl {self.rl_accuracy:.1%})"
+            if self.base_accuracy is not None and self.rl_accuracy is not None
+            else ""
+        )
+        return "\n".join(
+            [
+                f"  sparsity: {self.share_near_zero:.1%} of tokens have js < {self.near_zero:g}, "
+                f"{self.share_high:.2%} have js > {self.high:g} ({self.n_tokens:,} tokens of "
+                f"{self.n_responses:,} responses)",
+                f"  concentration: Gini {self.gini:.3f} of {self.takeover_metric}",
+                f"  failure AUROC (top-100 mean of {self.takeover_metric}): "
+                f"{interval(self.failure_auroc, 3)}",
+                f"  forward cross-sampling: {knee}{controls}",
+            ]
+        )
+
+
+def headline(summary: Summary, results: pl.DataFrame, *, n_boot: int, seed: int) -> Headline:
+    """The headline numbers of an `analyze` `Summary` (on `js` and `ce_base_rl`) and of the
+    knee of forward's curve in the cross-sample results (`analyses.takeover_knee`).
+
+    Args:
+        summary: the `divscope.analyses.Summary` of the RL-vs-base token table.
+        results: graded cross-sample results with `forward` and the base and rl controls.
+        n_boot: bootstrap resamples of the knee's interval.
+        seed: seed of that bootstrap.
+
+    Returns:
+        A `Headline`.
+    """
+    from divscope.analyses.cross_sampling import takeover_knee
+
+    core, takeover = summary.core, summary.takeover
+    knee = takeover_knee(results, KNEE_POLICY, n_boot=n_boot, seed=seed, confidence=CONFIDENCE)
+    point = None if knee.knee_index is None else knee.curve.row(knee.knee_index, named=True)
+    return Headline(
+        n_tokens=summary.n_tokens,
+        n_responses=summary.n_responses,
+        near_zero=NEAR_ZERO,
+        share_near_zero=core.sparsity.share_below[NEAR_ZERO],
+        high=core.thresholds.rank,
+        share_high=core.rank_reordering.n_positions / core.sparsity.n_tokens,
+        takeover_metric=takeover.metric,
+        gini=takeover.lorenz.gini,
+        failure_auroc=None if takeover.failure_auroc is None else takeover.failure_auroc.divergence,
+        knee_budget=None if point is None else point["budget"],
+        knee_recovery=None
+        if point is None
+        else Interval(point["recovery"], point["recovery_low"], point["recovery_high"], CONFIDENCE),
+        knee_switch_share=None if point is None else point["rho_mean"],
+        base_accuracy=knee.base_value,
+        rl_accuracy=knee.reference_value,
+    )
+
+
+@dataclass(frozen=True)
+class StageRun:
+    """One stage of a quickstart run."""
+
+    name: str
+    seconds: float
+    """Wall time of this run's work on it (0 when skipped)."""
+    skipped: bool
+    """Done by an earlier run with the same settings."""
+
+
+@dataclass(frozen=True)
+class QuickstartReport:
+    """What `quickstart` did and where everything is."""
+
+    out: Path
+    """The output directory."""
+    config: QuickstartConfig
+    """The study's size."""
+    headline: Headline
+    """The headline numbers."""
+    artifacts: dict[str, Path]
+    """What -> where, in the order of the stages."""
+    stages: tuple[StageRun, ...]
+    """Each stage, in order."""
+
+    @property
+    def seconds(self) -> float:
+        """Wall time of this run's stages."""
+        return sum(stage.seconds for stage in self.stages)
+
+    def format(self) -> str:
+        """The text `divscope quickstart` prints: the headline, then where every artifact is."""
+        c = self.config
+        skipped = sum(stage.skipped for stage in self.stages)
+        done = f"{len(self.stages) - skipped} stages run in {self.seconds:.0f} s" + (
+            f", {skipped} done before and skipped" if skipped else ""
+        )
+        width = max(map(len, self.artifacts))
+        return "\n".join(
+            [
+                f"divscope quickstart: {done}.",
+                f"RL vs base on the lab, {c.eval_prompts} eval prompts x {c.samples} samples per "
+                "model and per cross-sampling setting; 95% CIs over prompts:",
+                self.headline.format(),
+                f"Artifacts in {self.out}:",
+                *(f"  {name:<{width}}  {path}" for name, path in self.artifacts.items()),
+                f"Open {self.artifacts['report']} in a browser.",
+            ]
+        )
+
+
+@dataclass(frozen=True)
+class _Stage:
+    name: str
+    outputs: tuple[Path, ...]
+    settings: Mapping[str, Any]
+    """What decides the outputs besides the stages in `after`."""
+    after: tuple[str, ...]
+    """The stages whose outputs this one reads."""
+    run: Callable[[bool], str | None]
+    """Does the work, resuming its parts when given True; returns a line to print, or None."""
+
+
+@dataclass(frozen=True)
+class _Lab:
+    """The lab family a study runs on."""
+
+    root: Path
+    checkpoints: dict[int, Path]
+    """Training step -> RL checkpoint, the final `rl` included."""
+    digest: str
+    """sha256 of its `build.json`: which build of the family this is."""
+
+    def model(self, name: str) -> str:
+        return str(self.root / name)
+
+
+@dataclass(frozen=True)
+class _Paths:
+    out: Path
+    steps: tuple[int, ...]
+
+    @property
+    def eval_prompts(self) -> Path:
+        return self.out / "prompts" / "eval.jsonl"
+
+    @property
+    def calibration_prompts(self) -> Path:
+        return self.out / "prompts" / "calibration.jsonl"
+
+    def generated(self, model: str) -> Path:
+        return self.out / "trajectories" / model
+
+    def graded(self, model: str) -> Path:
+        return self.out / "trajectories" / f"{model}.parquet"
+
+    @property
+    def base_and_rl(self) -> Path:
+        return self.out / "trajectories" / "base-and-rl.parquet"
+
+    @property
+    def tokens(self) -> Path:
+        return self.out / "tokens" / "rl.parquet"
+
+    @property
+    def sft_tokens(self) -> Path:
+        return self.out / "tokens" / "sft.parquet"
+
+    @property
+    def evolution(self) -> dict[int, Path]:
+        return {s: self.out / "tokens" / "evolution" / f"rl-step-{s}.parquet" for s in self.steps}
+
+    @property
+    def gates(self) -> Path:
+        return self.out / "gates.json"
+
+    @property
+    def cross_sample(self) -> Path:
+        return self.out / "cross-sample.parquet"
+
+    @property
+    def summary(self) -> Path:
+        return self.out / "summary.json"
+
+    @property
+    def digest(self) -> Path:
+        return self.out / "summary.txt"
+
+    @property
+    def headline(self) -> Path:
+        return self.out / "headline.json"
+
+    @property
+    def figures(self) -> Path:
+        return self.out / "figures"
+
+    @property
+    def report(self) -> Path:
+        return self.out / "report.html"
+
+    def artifacts(self) -> dict[str, Path]:
+        models = ("base", "rl", "sft")
+        return {
+            "eval prompts": self.eval_prompts,
+            "calibration prompts": self.calibration_prompts,
+            **{f"{m} samples (graded)": self.graded(m) for m in models},
+            "RL-vs-base trajectories": self.base_and_rl,
+            "token table RL vs base": self.tokens,
+            "token table SFT vs base": self.sft_tokens,
+            **{f"token table step {s} vs base": p for s, p in self.evolution.items()},
+            "gates": self.gates,
+            "cross-sample results": self.cross_sample,
+            "summary": self.summary,
+            "summary (text)": self.digest,
+            "headline": self.headline,
+            "figures": self.figures / "index.md",
+            "report": self.report,
+            "stage record": self.out / MANIFEST,
+        }
+
+
+def quickstart(
+    out: str | os.PathLike = QUICKSTART_OUT,
+    *,
+    lab: str | os.PathLike = LAB,
+    fast: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> QuickstartReport:
+    """Run the whole study on the lab models: generate, grade, score, calibrate, cross-sample,
+    analyze, plot and report.
+
+    Returns the headline numbers and where everything is. Each stage is one library call (see
+    the module's docstring for the list) whose outputs go under `out`; a line on stderr starts
+    and ends each stage (`stage i/n name`, its time). Rerun with the same arguments to resume:
+    stages done before with the same settings are skipped.
+
+    Args:
+        out: the output directory (resumed when it holds an earlier quickstart run).
+        lab: the lab family (`divscope lab build` output; the committed one by default).
+        fast: a small study that checks every stage end to end (`QuickstartConfig.fast`),
+            instead of `QuickstartConfig()`.
+        overwrite: remove `out` first and start over.
+        progress: stage lines and the commands' progress on stderr.
+
+    Returns:
+        A `QuickstartReport`: the headline, the artifacts and each stage's time.
+
+    Raises:
+        DivscopeError: `lab` is not a lab family, `out` is a file or a directory that
+            quickstart did not write (without `overwrite`), or any stage's error.
+
+    Example:
+        >>> import divscope
+        >>> report = divscope.quickstart("runs/quickstart-fast", fast=True)  # doctest: +SKIP
+        >>> print(report.format())  # doctest: +SKIP
+    """
+    import torch
+
+    config = QuickstartConfig.fast() if fast else QuickstartConfig()
+    family = _lab(Path(lab))
+    paths = _Paths(Path(out), tuple(family.checkpoints))
+    records = _prepare(paths.out, overwrite=overwrite)
+    stages = _stages(paths, family, config, progress)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(config.threads)
+    try:
+        runs = _run(stages, paths.out, records, progress)
+    finally:
+        torch.set_num_threads(threads)
+    document = json.loads(paths.headline.read_text())
+    return QuickstartReport(
+        out=paths.out,
+        config=config,
+        headline=Headline.from_dict(document),
+        artifacts=paths.artifacts(),
+        stages=tuple(runs),
+    )
+
+
+def _lab(root: Path) -> _Lab:
+    """The lab family at `root`, checked whole before any work.
+
+    Raises:
+        DivscopeError: a part of the family missing, or no `rl-step-N` checkpoint.
+    """
+    needed = ["build.json", "prompts/eval.jsonl", "prompts/train.jsonl", "base", "rl", "sft"]
+    missing = [name for name in needed if not (root / name).exists()]
+    steps = {
+        int(path.name.removeprefix("rl-step-")): path
+        for path in root.glob("rl-step-*")
+        if path.name.removeprefix("rl-step-").isdigit()
+    }
+    if missing or not steps:
+        what = ", ".join(missing) if missing else "rl-step-N checkpoints"
+        raise DivscopeError(
+            f"--lab {root}: not a lab family ({what} missing); run from the repository root, "
+            "where fixtures/lab is, or pass --lab DIR with a family from `divscope lab build DIR`."
+        )
+    build = (root / "build.json").read_bytes()
+    try:
+        final = int(json.loads(build)["config"]["grpo"]["steps"])
+    except (ValueError, KeyError, TypeError) as error:
+        raise DivscopeError(
+            f"{root / 'build.json'}: no readable config.grpo.steps (the final RL step) "
+            f"({error}); rebuild the family with `divscope lab build`."
+        ) from error
+    checkpoints = dict(sorted({**steps, final: root / "rl"}.items()))
+    return _Lab(root, checkpoints, hashlib.sha256(build).hexdigest())
+
+
+def _prepare(out: Path, *, overwrite: bool) -> dict[str, dict[str, Any]]:
+    """Make `out` ready and return the stages recorded in its manifest (name -> record).
+
+    Raises:
+        DivscopeError: `out` is a file, a directory quickstart did not write, or a manifest
+            that cannot be read (without `overwrite`).
+    """
+    from divscope.parts import remove
+
+    manifest = out / MANIFEST
+    if overwrite:
+        remove(out)
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not manifest.is_file())):
+        raise DivscopeError(
+            f"{out}: exists and is not a quickstart output ({MANIFEST} missing); pass "
+            "--overwrite to replace it or choose another --out."
+        )
+    if not manifest.is_file():
+        return {}
+    try:
+        return dict(json.loads(manifest.read_text())["stages"])
+    except (ValueError, KeyError, TypeError) as error:
+        raise DivscopeError(
+            f"{manifest}: not a readable quickstart record ({error}); pass --overwrite to start "
+            "over."
+        ) from error
+
+
+def _run(
+    stages: list[_Stage], out: Path, records: dict[str, dict[str, Any]], progress: bool
+) -> list[StageRun]:
+    """Run or skip each stage in order, recording each in the manifest as it starts and ends."""
+    from divscope.io import write_json
+
+    def save() -> None:
+        write_json({"command": "quickstart", "stages": records}, out / MANIFEST, overwrite=True)
+
+    def say(line: str) -> None:
+        if progress:
+            print(line, file=sys.stderr, flush=True)
+
+    fingerprints: dict[str, str] = {}
+    runs = []
+    for i, stage in enumerate(stages, 1):
+        head = f"stage {i}/{len(stages)} {stage.name}"
+        document = {
+            "settings": stage.settings,
+            "after": {name: fingerprints[name] for name in stage.after},
+        }
+        fingerprint = hashlib.sha256(
+            json.dumps(document, sort_keys=True, default=str).encode()
+        ).hexdigest()
+        fingerprints[stage.name] = fingerprint
+        record = records.get(stage.name, {})
+        same = record.get("fingerprint") == fingerprint
+        if same and record.get("done") and all(path.exists() for path in stage.outputs):
+            say(f"{head}: done before with the same settings, skipped")
+            runs.append(StageRun(stage.name, 0.0, skipped=True))
+            continue
+        say(f"{head}: started")
+        records[stage.name] = {"fingerprint": fingerprint, "done": False, **document}
+        save()
+        start = time.perf_counter()
+        line = stage.run(same)  # same settings, not done: an interrupted run, resumed
+        seconds = time.perf_counter() - start
+        records[stage.name] |= {"done": True, "seconds": round(seconds, 1)}
+        save()
+        say(f"{head}: done in {seconds:.1f} s" + (f"; {line}" if line else ""))
+        runs.append(StageRun(stage.name, seconds, skipped=False))
+    return runs
+
+
+def _stages(paths: _Paths, family: _Lab, config: QuickstartConfig, progress: bool) -> list[_Stage]:
+    """The study's stages, in order, each with its outputs, settings and work."""
+    from divscope import __version__
+    from divscope.decoding.lockstep import DecodeConfig
+    from divscope.generation.engine import Sampling
+    from divscope.generation.generate import GenerateConfig
+
+    c = config
+    base = family.model("base")
+    decoding = DecodeConfig(max_new_tokens=c.max_new_tokens, seed=c.seed)
+    sampling = Sampling(n=c.samples, max_new_tokens=c.max_new_tokens, seed=c.seed)
+    models = ("base", "rl", "sft")
+    graded = tuple(paths.graded(m) for m in models)
+    compare = {"SFT": paths.sft_tokens}
+    compared = ("score rl", "score sft", "cross-sample")
+    tables = (*compared, "score checkpoints")
+
+    def prompts(resume: bool) -> str:
+        from divscope.io import read_table, write_table
+
+        for source, target, n in (
+            ("eval.jsonl", paths.eval_prompts, c.eval_prompts),
+            ("train.jsonl", paths.calibration_prompts, c.calibration_prompts),
+        ):
+            write_table(read_table(family.root / "prompts" / source).head(n), target,
+                        overwrite=True)  # fmt: skip
+        return f"{c.eval_prompts} eval prompts, {c.calibration_prompts} calibration prompts"
+
+    def generate(model: str) -> Callable[[bool], str]:
+        def run(resume: bool) -> str:
+            from divscope.generation.generate import generate as sample
+
+            report = sample(
+                paths.eval_prompts, family.model(model), paths.generated(model),
+                GenerateConfig(sampling), resume=resume, overwrite=not resume, progress=progress,
+            )  # fmt: skip
+            return f"{report.n_responses} new responses"
+
+        return run
+
+    def grade(resume: bool) -> str:
+        from divscope.grading.grade import grade as grade_file
+        from divscope.grading.table import GradeConfig
+        from divscope.io import read_table, write_table
+
+        accuracy = {}
+        for model in models:
+            report = grade_file(
+                paths.generated(model), paths.graded(model), GradeConfig(LAB_GRADER),
+                overwrite=True,
+            )  # fmt: skip
+            a = report.accuracy
+            accuracy[model] = f"{model} {a.estimate:.1%} [{a.low:.1%}, {a.high:.1%}]"
+        base_samples, rl_samples = (read_table(paths.graded(m)) for m in ("base", "rl"))
+        shifted = rl_samples.with_columns(pl.col("sample_id") + c.samples)
+        write_table(pl.concat([base_samples, shifted]), paths.base_and_rl, overwrite=True)
+        return "mean@n " + ", ".join(accuracy.values())
+
+    def score(trajectories: Path, rl: str, out: Path, resume: bool) -> None:
+        from divscope.scoring.score import score as score_file
+
+        score_file(trajectories, base=base, rl=rl, out=out, resume=resume,
+                   overwrite=not resume, progress=progress)  # fmt: skip
+
+    def checkpoints(resume: bool) -> str:
+        for step, path in paths.evolution.items():
+            score(paths.graded("rl"), str(family.checkpoints[step]), path, resume)
+        return f"steps {', '.join(map(str, paths.steps))}"
+
+    def calibrate(resume: bool) -> str:
+        from divscope.decoding.calibrate import calibrate as calibrate_gates
+
+        calibration = calibrate_gates(
+            paths.calibration_prompts, out=paths.gates, rate=c.takeover_rate,
+            window=GATE_WINDOW, base=base, rl=family.model("rl"), n=c.calibration_samples,
+            config=decoding, overwrite=True, progress=progress,
+        )  # fmt: skip
+        return f"calibrated on {calibration.n_tokens:,} tokens"
+
+    def cross_sample(resume: bool) -> str:
+        from divscope.decoding.cross_sample import cross_sample as decode
+        from divscope.decoding.settings import parse_policies
+
+        policies = parse_policies(POLICIES, eps=c.eps, rate=c.random_rate, calibration=paths.gates)
+        results = decode(
+            paths.eval_prompts, base=base, rl=family.model("rl"), policies=policies,
+            out=paths.cross_sample, budgets=c.budgets, n=c.samples, config=decoding,
+            grader=LAB_GRADER, resume=resume, overwrite=not resume, progress=progress,
+        )  # fmt: skip
+        assert results is not None  # one process: the output is complete
+        return f"{results.height:,} responses"
+
+    def analyze(resume: bool) -> str:
+        from divscope.analyses.analyze import analyze as summarize
+        from divscope.analyses.analyze import digest
+        from divscope.io import read_table, write_json
+        from divscope.parts import write_atomically
+
+        result = summarize(
+            paths.tokens, paths.summary, compare=compare, cross_sample=paths.cross_sample,
+            n_boot=c.n_boot, seed=c.seed, overwrite=True,
+        )  # fmt: skip
+        text = digest(result, source=paths.tokens) + "\n"
+        write_atomically(paths.digest, lambda tmp: tmp.write_text(text))
+        numbers = headline(result, read_table(paths.cross_sample), n_boot=c.n_boot, seed=c.seed)
+        write_json(numbers.to_dict(), paths.headline, overwrite=True)
+        return f"{result.n_tokens:,} tokens of {result.n_responses:,} responses"
+
+    def plot(resume: bool) -> str:
+        from divscope.figures.plot import plot as draw
+
+        report = draw(
+            paths.tokens, paths.figures, cross_sample=paths.cross_sample, compare=compare,
+            evolution=paths.evolution, formats=c.formats, n_boot=c.n_boot, seed=c.seed,
+            overwrite=True,
+        )  # fmt: skip
+        skipped = f" ({', '.join(report.skipped)} skipped)" if report.skipped else ""
+        return f"{len(report.written)} figures{skipped}"
+
+    def report(resume: bool) -> str:
+        from divscope.reporting.report import report as write_report
+
+        result = write_report(
+            paths.tokens, paths.report, cross_sample=paths.cross_sample, compare=compare,
+            evolution=paths.evolution, n_boot=c.n_boot, seed=c.seed, overwrite=True,
+            progress=False,
+        )  # fmt: skip
+        return f"{result.bytes / 2**20:.1f} MiB, {len(result.figures)} figures"
+
+    inputs = {"lab": str(family.root), "build_sha256": family.digest, "divscope": __version__}
+    generated = {"sampling": asdict(sampling)}
+    return [
+        _Stage("prompts", (paths.eval_prompts, paths.calibration_prompts),
+               inputs | {"eval": c.eval_prompts, "calibration": c.calibration_prompts}, (),
+               prompts),
+        *(
+            _Stage(f"generate {m}", (paths.generated(m),), generated | {"model": m},
+                   ("prompts",), generate(m))
+            for m in models
+        ),
+        _Stage("grade", (*graded, paths.base_and_rl), {"grader": LAB_GRADER},
+               tuple(f"generate {m}" for m in models), grade),
+        _Stage("score rl", (paths.tokens,), {"rl": "rl"}, ("grade",),
+               lambda resume: score(paths.base_and_rl, family.model("rl"), paths.tokens, resume)),
+        _Stage("score sft", (paths.sft_tokens,), {"rl": "sft"}, ("grade",),
+               lambda resume: score(paths.graded("sft"), family.model("sft"), paths.sft_tokens,
+                                    resume)),
+        _Stage("score checkpoints", tuple(paths.evolution.values()),
+               {"steps": list(paths.steps)}, ("grade",), checkpoints),
+        _Stage("calibrate", (paths.gates,),
+               {"rate": c.takeover_rate, "window": GATE_WINDOW, "n": c.calibration_samples,
+                "decoding": asdict(decoding)}, ("prompts",), calibrate),
+        _Stage("cross-sample", (paths.cross_sample,),
+               {"policies": POLICIES, "eps": c.eps, "rate": c.random_rate,
+                "budgets": list(c.budgets), "n": c.samples, "decoding": asdict(decoding)},
+               ("prompts", "calibrate"), cross_sample),
+        _Stage("analyze", (paths.summary, paths.digest, paths.headline),
+               {"n_boot": c.n_boot, "seed": c.seed}, compared, analyze),
+        _Stage("plot", (paths.figures,),
+               {"formats": list(c.formats), "n_boot": c.n_boot, "seed": c.seed}, tables, plot),
+        _Stage("report", (paths.report,), {"n_boot": c.n_boot, "seed": c.seed}, tables, report),
+    ]  # fmt: skip
