@@ -184,7 +184,7 @@ class Headline:
             budget = "unlimited" if self.knee_budget == -1 else str(self.knee_budget)
             knee = (
                 f"knee at budget {budget}: recovery {interval(self.knee_recovery)} of the RL "
-                f"gain, {self.knee_switch_share:.2%} of tokens switched"
+                f"gain, {self.knee_switch_share:.2%} of each response's tokens switched on average"
             )
         controls = (
             f" (base {self.base_accuracy:.1%}, rl {self.rl_accuracy:.1%})"

@@ -144,6 +144,7 @@ def test_headline_round_trips_and_reads(knee):
     assert "Gini 0.958 of ce_base_rl" in text and "0.741 [0.511, 0.904]" in text
     if knee:
         assert "knee at budget 2: recovery 0.94 [0.85, 1.00]" in text
+        assert "2.21% of each response's tokens switched on average" in text
         assert "(base 25.0%, rl 100.0%)" in text
     else:
         assert "no knee" in text
