@@ -11,15 +11,18 @@ import torch
 from divscope.decoding import DecodeConfig, Lockstep, Request, build_policy, decode
 from divscope.errors import DivscopeError
 from divscope.scoring import ScoreConfig, StatsConfig, score_table
-from tests.decoding.helpers import assert_same_decodes
+from tests.decoding.helpers import (
+    EOS,
+    VOCAB,
+    assert_same_decodes,
+    tiny_decode,
+    tiny_requests,
+)
 from tests.tinymodels import make_model, make_tokenizer
 
-VOCAB = 44  # the tokenizer's size; the tiny models' heads have 48 rows
-EOS = [2]
 CONFIG = DecodeConfig(
     StatsConfig(temperature=1.0, top_p=0.7), max_new_tokens=12, batch_size=5, seed=3
 )
-PROMPTS = {"a": (5, 6, 7), "b": (8,), "c": (9, 10, 11, 12, 13, 14), "d": (15, 16)}
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -36,18 +39,11 @@ def models():
 
 
 def _requests(budgets=(-1,), samples=3):
-    return [
-        Request(prompt_id, sample, ids, budget)
-        for budget in budgets
-        for prompt_id, ids in PROMPTS.items()
-        for sample in range(samples)
-    ]
+    return tiny_requests(budgets, samples)
 
 
 def _run(models, policy, requests, config=CONFIG, **params):
-    return decode(
-        models, requests, build_policy(policy, **params), config, vocab=VOCAB, eos_ids=EOS
-    )
+    return tiny_decode(models, policy, requests, config, **params)
 
 
 def _tokens(decoded):

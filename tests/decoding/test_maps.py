@@ -11,14 +11,12 @@ from divscope.decoding import DecodeConfig, Request, build_policy, decode
 from divscope.decoding.maps import DivergenceMap, read_map
 from divscope.errors import DivscopeError
 from divscope.scoring import ScoreConfig, StatsConfig, score_table
+from tests.decoding.helpers import EOS, VOCAB, tiny_decode, tiny_requests
 from tests.tinymodels import make_tokenizer
 
-VOCAB = 44
-EOS = [2]
 CONFIG = DecodeConfig(
     StatsConfig(temperature=1.0, top_p=0.7), max_new_tokens=16, batch_size=5, seed=4
 )
-PROMPTS = {"a": (5, 6, 7), "b": (8,), "c": (9, 10, 11, 12, 13, 14), "d": (15, 16)}
 EPS = 0.3
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -74,8 +72,8 @@ def test_retrospective_forward_intervenes_at_the_map_while_the_prefix_matches(
     """The map of the `rl` control's own responses (same seed): forward switches at exactly
     the map's positions as long as its prefix is the RL response (a switch there emits the RL
     model's token: the prefix still matches), and the JS it records there is the map's."""
-    requests = [Request(p, s, ids, budget) for p, ids in PROMPTS.items() for s in range(4)]
-    rl = decode(models, requests, build_policy("rl"), CONFIG, vocab=VOCAB, eos_ids=EOS)
+    requests = tiny_requests((budget,), samples=4)
+    rl = tiny_decode(models, "rl", requests, CONFIG)
     _scored(models, requests, rl).write_parquet(tmp_path / "rl-tokens.parquet")
     divergence_map = read_map(tmp_path / "rl-tokens.parquet", eps=EPS)
     mapped = [

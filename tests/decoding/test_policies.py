@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from divscope.decoding import DecodeConfig, Request, decode
+from divscope.decoding import DecodeConfig, decode
 from divscope.decoding.policies import (
     POLICIES,
     RL,
@@ -22,6 +22,7 @@ from divscope.decoding.policies import (
 )
 from divscope.errors import DivscopeError
 from divscope.scoring.stats import StatsConfig, top1
+from tests.decoding.helpers import EOS, VOCAB, tiny_requests
 from tests.tinymodels import make_model
 
 
@@ -66,9 +67,7 @@ def test_every_policy_is_registered():
 
 # ---------------------------------------------------------------- decoding with the new policies
 
-VOCAB = 44  # the tiny tokenizer's size; the tiny models' heads have 48 rows
 CONFIG = DecodeConfig(StatsConfig(temperature=1.0, top_p=0.7), max_new_tokens=12, batch_size=5)
-PROMPTS = {"a": (5, 6, 7), "b": (8,), "c": (9, 10, 11, 12, 13, 14), "d": (15, 16)}
 
 
 @pytest.fixture(scope="module")
@@ -78,8 +77,8 @@ def models():
 
 
 def _decode(models, policy, budget=-1, config=CONFIG):
-    requests = [Request(p, s, ids, budget) for p, ids in PROMPTS.items() for s in range(3)]
-    return requests, decode(models, requests, policy, config, vocab=VOCAB, eos_ids=[2])
+    requests = tiny_requests((budget,), samples=3)
+    return requests, decode(models, requests, policy, config, vocab=VOCAB, eos_ids=EOS)
 
 
 @pytest.mark.usefixtures("one_thread")

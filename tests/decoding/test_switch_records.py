@@ -15,7 +15,7 @@ import torch
 from typer.testing import CliRunner
 
 from divscope.cli import app
-from divscope.decoding import DecodeConfig, Request, Stream, build_policy, decode, uniforms
+from divscope.decoding import DecodeConfig, Stream, build_policy, uniforms
 from divscope.decoding.cross_sample import cross_sample
 from divscope.decoding.policies import POLICIES, Base, Forward, StepView
 from divscope.decoding.randomness import inverse_cdf
@@ -23,10 +23,9 @@ from divscope.defaults import REPLACE_TEMPERATURE, REPLACE_TOP_P
 from divscope.errors import DivscopeError
 from divscope.schema import CROSS_SAMPLE
 from divscope.scoring.stats import StatsConfig, truncate
+from tests.decoding.helpers import VOCAB, tiny_decode, tiny_requests
 from tests.tinymodels import make_model, make_tokenizer
 
-VOCAB = 44  # the tokenizer's size; the tiny models' heads have 48 rows
-EOS = [2]
 SAMPLING = StatsConfig(temperature=1.0, top_p=0.7)
 CONFIG = DecodeConfig(SAMPLING, max_new_tokens=16, batch_size=4, seed=5)
 PROMPTS = {"a": (5, 6, 7), "b": (8,), "c": (9, 10, 11, 12)}
@@ -44,18 +43,11 @@ def models():
 
 
 def _requests(budget=-1, samples=2):
-    return [
-        Request(prompt_id, sample, ids, budget)
-        for prompt_id, ids in PROMPTS.items()
-        for sample in range(samples)
-    ]
+    return tiny_requests((budget,), samples, PROMPTS)
 
 
 def _run(models, policy, requests, config=CONFIG, *, suppressed=(), **params):
-    return decode(
-        models, requests, build_policy(policy, **params), config, vocab=VOCAB, eos_ids=EOS,
-        suppressed=suppressed,
-    )  # fmt: skip
+    return tiny_decode(models, policy, requests, config, suppressed=suppressed, **params)
 
 
 def _teacher_forced(model, request, response, suppressed=()) -> torch.Tensor:
