@@ -56,6 +56,14 @@ def recovery_cells(curve: pl.DataFrame, budgets: Iterable[int] = BUDGETS) -> str
     return "; ".join(cells)
 
 
+def agreement_cell(share: Mapping[str, Any]) -> str:
+    """A `map_agreement` row as the table's third cell."""
+    return (
+        f"switches still above ε online: {ci(share, 'agreement', 1, 100)}%"
+        f" ({share['n_above']} of {share['n_switches']})"
+    )
+
+
 def select(frame: pl.DataFrame, **where: Any) -> pl.DataFrame:
     """The rows whose columns equal the given values (None: null)."""
     for column, value in where.items():
@@ -99,8 +107,7 @@ def map_rows(out: Path) -> list[tuple[str, str, str]]:
         rows.append((
             f"{question}: forward, {what}",
             recovery_cells(points),
-            f"switches still above ε online: {ci(share, 'agreement', 1, 100)}%"
-            f" ({share['n_above']} of {share['n_switches']})",
+            agreement_cell(share),
         ))  # fmt: skip
     return rows
 
@@ -112,8 +119,7 @@ def independent_map_rows(out: Path) -> list[tuple[str, str, str]]:
     return [(
         "2. maps: forward, retrospective, map of rl along independent (seed 1) samples",
         recovery_cells(points),
-        f"switches still above ε online: {ci(share, 'agreement', 1, 100)}%"
-        f" ({share['n_above']} of {share['n_switches']})",
+        agreement_cell(share),
     )]  # fmt: skip
 
 
