@@ -7,7 +7,8 @@ test), but the hub path is the one users run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from divscope.errors import DivscopeError
@@ -16,6 +17,28 @@ if TYPE_CHECKING:
     import torch
 
 DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
+
+
+@contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """Run the block on `n` torch CPU threads, then give back the count torch had before.
+
+    >>> import torch
+    >>> before = torch.get_num_threads()
+    >>> with torch_threads(1):
+    ...     torch.get_num_threads()
+    1
+    >>> torch.get_num_threads() == before
+    True
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def resolve_device(device: str = "auto", flag: str = "--device") -> str:

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 
+from divscope.models import torch_threads
 from tests.tinymodels import save_pair
 
 LAB = Path(__file__).parents[1] / "fixtures" / "lab"
@@ -23,10 +23,8 @@ def tiny_pair(tmp_path_factory) -> tuple[Path, Path]:
 def one_thread():
     """One torch thread for the module: tiny models decode ~10x faster on one thread than on a
     contended pool. Use with `pytestmark = pytest.mark.usefixtures("one_thread")`."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with torch_threads(1):
+        yield
 
 
 @pytest.fixture

@@ -36,6 +36,7 @@ from divscope.lab.pretrain import PretrainConfig, pretrain
 from divscope.lab.sft import SFTConfig, train_sft
 from divscope.lab.task import Problem, TaskConfig, sample_problem, teacher_solution, verify
 from divscope.lab.tokenizer import build_tokenizer
+from divscope.models import torch_threads
 
 # Offsets that give each random stream of a build its own seed.
 _PROMPTS, _INIT, _PRETRAIN, _GRPO, _SFT, _EVAL, _TRAJECTORIES, _TOKENIZER = range(8)
@@ -118,12 +119,8 @@ def build(
             f"lab build: output directory {str(out_dir)!r} exists and is not empty; "
             "pass a new or empty directory"
         )
-    threads = torch.get_num_threads()
-    torch.set_num_threads(config.threads)
-    try:
+    with torch_threads(config.threads):
         return _build(out_dir, seed, config, log)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _build(out_dir: Path, seed: int, config: BuildConfig, log: Callable[[str], None]) -> dict:

@@ -440,19 +440,15 @@ def quickstart(
         >>> report = divscope.quickstart("runs/quickstart-fast", fast=True)  # doctest: +SKIP
         >>> print(report.format())  # doctest: +SKIP
     """
-    import torch
+    from divscope.models import torch_threads
 
     config = QuickstartConfig.fast() if fast else QuickstartConfig()
     family = _lab(Path(lab))
     paths = _Paths(Path(out), tuple(family.checkpoints))
     records = _prepare(paths.out, overwrite=overwrite)
     stages = _stages(paths, family, config, progress)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(config.threads)
-    try:
+    with torch_threads(config.threads):
         runs = _run(stages, paths.out, records, progress)
-    finally:
-        torch.set_num_threads(threads)
     document = json.loads(paths.headline.read_text())
     return QuickstartReport(
         out=paths.out,

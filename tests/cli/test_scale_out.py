@@ -16,6 +16,7 @@ import torch
 import divscope
 from divscope.decoding.policies import Base, Forward
 from divscope.io import read_cross_sample, read_table, read_token_table
+from divscope.models import torch_threads
 from divscope.parts import MANIFEST
 
 LAB = Path(__file__).resolve().parents[2] / "fixtures" / "lab"
@@ -61,12 +62,8 @@ def test_torchrun_scores_the_same_table_as_one_process(single, tmp_path):
 def test_shards_cover_every_trajectory_once(single, tmp_path):
     # As many threads as the reference's process: a sum over the vocabulary (js_full) is split
     # between the threads, so its last bit may depend on their number.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         _score_in_shards(tmp_path / "tokens")
-    finally:
-        torch.set_num_threads(threads)
     assert read_token_table(tmp_path / "tokens").equals(single)
 
 

@@ -11,6 +11,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from divscope.errors import DivscopeError
 from divscope.lab.grpo import GRPOConfig, grpo_loss, token_divergence, token_weights, train_grpo
+from divscope.models import torch_threads
 
 LAB = Path(__file__).resolve().parents[2] / "fixtures" / "lab"
 
@@ -119,21 +120,21 @@ def _train(config: GRPOConfig, base, tokenizer, rows) -> tuple[dict, list]:
 
 @pytest.mark.slow
 def test_weighting_at_alpha_zero_trains_exactly_like_plain_grpo():
-    torch.set_num_threads(2)
-    tokenizer = AutoTokenizer.from_pretrained(LAB / "base")
-    base = AutoModelForCausalLM.from_pretrained(LAB / "base").eval()
-    rows = [json.loads(line) for line in (LAB / "prompts" / "train.jsonl").open()][:64]
-    small = dict(steps=2, prompts_per_step=4, group_size=4, checkpoint_every=2, alpha_start=0)
-    plain, plain_history = _train(GRPOConfig(**small), base, tokenizer, rows)
-    assert any(0 < r.reward < 1 for r in plain_history)  # some advantages are not 0
-    assert all(r.weight_mean == 1.0 and r.divergence_mean is None for r in plain_history)
-    for weighting in ("base-js", "old-kl"):
-        config = GRPOConfig(weighting=weighting, alpha_max=0.0, **small)
-        weights, history = _train(config, base, tokenizer, rows)
-        assert all(torch.equal(weights[k], plain[k]) for k in plain), weighting
-        assert all(r.weight_min == r.weight_max == 1.0 for r in history)
-    boosted, history = _train(
-        GRPOConfig(weighting="base-js", alpha_max=50.0, **small), base, tokenizer, rows
-    )
-    assert history[-1].alpha == 50.0 and history[-1].weight_max > 1.0
-    assert not all(torch.equal(boosted[k], plain[k]) for k in plain)
+    with torch_threads(2):
+        tokenizer = AutoTokenizer.from_pretrained(LAB / "base")
+        base = AutoModelForCausalLM.from_pretrained(LAB / "base").eval()
+        rows = [json.loads(line) for line in (LAB / "prompts" / "train.jsonl").open()][:64]
+        small = dict(steps=2, prompts_per_step=4, group_size=4, checkpoint_every=2, alpha_start=0)
+        plain, plain_history = _train(GRPOConfig(**small), base, tokenizer, rows)
+        assert any(0 < r.reward < 1 for r in plain_history)  # some advantages are not 0
+        assert all(r.weight_mean == 1.0 and r.divergence_mean is None for r in plain_history)
+        for weighting in ("base-js", "old-kl"):
+            config = GRPOConfig(weighting=weighting, alpha_max=0.0, **small)
+            weights, history = _train(config, base, tokenizer, rows)
+            assert all(torch.equal(weights[k], plain[k]) for k in plain), weighting
+            assert all(r.weight_min == r.weight_max == 1.0 for r in history)
+        boosted, history = _train(
+            GRPOConfig(weighting="base-js", alpha_max=50.0, **small), base, tokenizer, rows
+        )
+        assert history[-1].alpha == 50.0 and history[-1].weight_max > 1.0
+        assert not all(torch.equal(boosted[k], plain[k]) for k in plain)
