@@ -1,4 +1,4 @@
-"""The table of the README section "Open questions, measured on the lab", from the outputs of
+"""The table of docs/lab.md, section "Open questions, measured on the lab", from the outputs of
 `bash bench/open_questions.sh` and `python bench/weighted_grpo.py` (issue 17). Every interval is
 a 95% problem bootstrap (1,000 resamples, seed 0) unless the row says otherwise.
 

@@ -1,7 +1,7 @@
 """Docs that stay true: cited contract sections exist, the modules that teach by example keep
-their examples, and every `divscope` command the Markdown docs show exists with the flags they
-give it. Pytest runs every `>>>` example of the package (`--doctest-modules` over `divscope`,
-see pyproject.toml)."""
+their examples, every `divscope` command the Markdown docs (the README, the lab's, every page of
+`docs/`) show exists with the flags they give it, and the README stays short. Pytest runs every
+`>>>` example of the package (`--doctest-modules` over `divscope`, see pyproject.toml)."""
 
 from __future__ import annotations
 
@@ -62,8 +62,16 @@ def test_module_keeps_runnable_examples(name):
 
 # ---------------------------------------------------------------- commands shown in the docs
 
-DOCUMENTED = ["README.md", "docs/recipes.md", "docs/contracts.md", "fixtures/lab/README.md"]
-"""The Markdown files whose `divscope` commands are checked."""
+DOCUMENTED = [
+    "README.md",
+    "fixtures/lab/README.md",
+    *sorted(str(path.relative_to(ROOT)) for path in (ROOT / "docs").rglob("*.md")),
+]
+"""The Markdown files whose `divscope` commands are checked: the README, the lab's, every page
+of the docs site."""
+README_LINES = 250
+"""The README's length at most: the question, the set-up, the headline, the command list; the
+reference is the docs site."""
 # A fenced block: its info string, then its text.
 FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+-]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.M | re.S)
 SHELL_BLOCKS = {"", "bash", "sh", "shell", "console", "text"}
@@ -189,7 +197,16 @@ def test_documented_command_exists_and_its_flags_parse(shown):
     assert message is None, message
 
 
-@pytest.mark.parametrize("path", ["README.md", "docs/recipes.md"])
+def test_every_docs_page_is_checked():
+    assert {"docs/index.md", "docs/commands.md", "docs/recipes.md"} <= set(DOCUMENTED)
+
+
+def test_the_readme_is_short():
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").count("\n")
+    assert lines <= README_LINES, f"README.md has {lines} lines; the reference belongs in docs/"
+
+
+@pytest.mark.parametrize("path", ["README.md", "docs/commands.md", "docs/recipes.md"])
 def test_docs_show_commands_to_run(path):
     concrete = [s for s in SHOWN if s.where.startswith(f"{path}:") and s.concrete]
     assert len(concrete) >= 8, f"{path}: only {len(concrete)} divscope commands to run found"
