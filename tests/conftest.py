@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from divscope.models import torch_threads
+from divscope.params import ModelPair
 from tests.tinymodels import save_pair
 
 LAB = Path(__file__).parents[1] / "fixtures" / "lab"
@@ -47,7 +48,7 @@ def lab_tokens_path(tmp_path_factory) -> Path:
     from divscope import score
 
     out = tmp_path_factory.mktemp("lab_tokens") / "tokens.parquet"
-    score(LAB / "trajectories.jsonl", base=str(LAB / "base"), rl=str(LAB / "rl"), out=out,
+    score(LAB / "trajectories.jsonl", ModelPair(str(LAB / "base"), str(LAB / "rl")), out,
           progress=False)  # fmt: skip
     return out
 

@@ -24,6 +24,7 @@ from divscope.io import (
     read_trajectories,
     write_table,
 )
+from divscope.params import ModelPair, Placement
 from tests.scoring.reference import DISCRETE_COLUMNS, FLOAT_COLUMNS
 
 pytestmark = [
@@ -44,10 +45,11 @@ PLACED = pytest.mark.parametrize(
 def test_score_with_each_model_on_its_own_gpu_equals_one_gpu(tmp_path, base_device, rl_device):
     trajectories = tmp_path / "trajectories.parquet"
     write_table(read_trajectories(LAB / "trajectories.jsonl").head(24), trajectories)
-    common = {"dtype": "float32", "device": "cuda:0", "progress": False, **MODELS}
-    divscope.score(trajectories, out=tmp_path / "one.parquet", **common)
-    divscope.score(trajectories, out=tmp_path / "own.parquet", base_device=base_device,
-                   rl_device=rl_device, **common)  # fmt: skip
+    one = ModelPair(**MODELS, placement=Placement(dtype="float32", device="cuda:0"))
+    placed = Placement("float32", "cuda:0", base_device=base_device, rl_device=rl_device)
+    own = ModelPair(**MODELS, placement=placed)
+    divscope.score(trajectories, one, tmp_path / "one.parquet", progress=False)
+    divscope.score(trajectories, own, tmp_path / "own.parquet", progress=False)
     want = read_token_table(tmp_path / "one.parquet")
     got = read_token_table(tmp_path / "own.parquet")
     assert got.select("prompt_id", "sample_id", "position", "token_id").equals(

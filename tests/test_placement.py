@@ -15,6 +15,7 @@ import divscope
 from divscope.errors import DivscopeError
 from divscope.io import read_metadata, read_token_table, read_trajectories, write_table
 from divscope.models import OutputHead, check_not_offloaded, load_model, load_models
+from divscope.params import ModelPair, Placement
 from tests.tinymodels import make_model
 
 LAB = Path(__file__).resolve().parents[1] / "fixtures" / "lab"
@@ -23,10 +24,10 @@ LAB = Path(__file__).resolve().parents[1] / "fixtures" / "lab"
 def test_own_cpu_devices_score_exactly_as_the_plain_run(tmp_path):
     trajectories = tmp_path / "trajectories.parquet"
     write_table(read_trajectories(LAB / "trajectories.jsonl").head(4), trajectories)
-    models = {"base": str(LAB / "base"), "rl": str(LAB / "rl")}
-    divscope.score(trajectories, **models, out=tmp_path / "plain.parquet", progress=False)
-    divscope.score(trajectories, **models, out=tmp_path / "own.parquet", progress=False,
-                   base_device="cpu", rl_device="cpu")  # fmt: skip
+    models = ModelPair(str(LAB / "base"), str(LAB / "rl"))
+    own = ModelPair(models.base, models.rl, Placement(base_device="cpu", rl_device="cpu"))
+    divscope.score(trajectories, models, tmp_path / "plain.parquet", progress=False)
+    divscope.score(trajectories, own, tmp_path / "own.parquet", progress=False)
     plain = read_token_table(tmp_path / "plain.parquet")
     assert read_token_table(tmp_path / "own.parquet").equals(plain)
     assert read_metadata(tmp_path / "own.parquet")["device"] == "auto, base=cpu, rl=cpu"

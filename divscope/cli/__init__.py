@@ -1,7 +1,9 @@
-"""The `divscope` command line: a typer app with one thin module per command.
+"""The `divscope` command line: a typer app generated from the library's entry points.
 
-Command modules import torch, transformers and friends inside their command bodies, so that
-`divscope --help` stays instant. A `DivscopeError` raised by the library becomes a one-line
+Each command is a `divscope.cli.command.Command`: the entry point's import path and how its
+outcome is printed (`divscope/cli/<command>.py`). Its options are generated from the entry
+point's signature, and only when the command runs or shows its help, so that `divscope --help`
+imports no torch. A `DivscopeError` raised by the library becomes a one-line
 message and exit status 2, never a traceback.
 """
 
@@ -17,6 +19,24 @@ from divscope.errors import DivscopeError, DivscopeWarning
 
 
 class _Group(TyperGroup):
+    """The app's group: the commands of `COMMANDS` built on first use, errors as one line."""
+
+    def list_commands(self, ctx) -> list[str]:
+        return [*COMMANDS, *super().list_commands(ctx)]
+
+    def get_command(self, ctx, name: str):
+        if name not in COMMANDS:
+            return super().get_command(ctx, name)
+        return _built(name)
+
+    def format_commands(self, ctx, formatter) -> None:
+        """The command list, with each generated command's summary read without importing it."""
+        rows = [(name, command.summary()) for name, command in COMMANDS.items()]
+        for name in super().list_commands(ctx):
+            rows.append((name, super().get_command(ctx, name).get_short_help_str(80)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
     def invoke(self, ctx):
         with warnings.catch_warnings():
             warnings.simplefilter("default", DivscopeWarning)
@@ -51,6 +71,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    rich_markup_mode=None,
 )
 
 
@@ -69,6 +90,15 @@ def _main(
     """divscope: token-level divergence between a base model and its RL twin."""
 
 
+def _built(name: str):
+    """The click command of `COMMANDS[name]`, its options read from the entry point."""
+    single = typer.Typer(
+        pretty_exceptions_enable=False, add_completion=False, rich_markup_mode=None
+    )
+    single.command(name)(COMMANDS[name].callback())
+    return typer.main.get_command(single)
+
+
 # Commands: one module each.
 from divscope.cli import analyze as _analyze  # noqa: E402
 from divscope.cli import calibrate as _calibrate  # noqa: E402
@@ -82,7 +112,9 @@ from divscope.cli import report as _report  # noqa: E402
 from divscope.cli import score as _score  # noqa: E402
 from divscope.cli import weights as _weights  # noqa: E402
 
-app.command("score")(_score.score)
+COMMANDS = {"score": _score.COMMAND}
+"""The generated commands, in the order of the help."""
+
 app.command("analyze")(_analyze.analyze)
 app.command("plot")(_plot.plot)
 app.command("report")(_report.report)

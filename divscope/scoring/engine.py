@@ -20,6 +20,7 @@ import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import Annotated
 
 import numpy as np
 import polars as pl
@@ -29,7 +30,7 @@ from torch import Tensor
 from divscope.defaults import BATCH_TOKENS
 from divscope.errors import DivscopeError
 from divscope.memory import PLACEMENT_ADVICE, halving
-from divscope.memory_plan import announce, plan_scoring
+from divscope.memory_plan import announce, parse_memory, plan_scoring
 from divscope.models import (
     OutputHead,
     check_head_dtype,
@@ -38,6 +39,7 @@ from divscope.models import (
     context_length,
     vocab_size,
 )
+from divscope.params import Flag
 from divscope.progress import Progress
 from divscope.schema import TOKEN_TABLE, TRAJECTORY_IDS, TRAJECTORY_KEY, require_columns
 from divscope.scoring.stats import StatsConfig, pair_stats
@@ -58,16 +60,16 @@ class ScoreConfig:
 
     stats: StatsConfig = StatsConfig()
     """Top-p, temperature and window of the statistics (--top-p, --temperature, --window)."""
-    batch_tokens: int | None = None
+    batch_tokens: Annotated[int | None, Flag(min=1)] = None
     """Padded tokens per forward batch (--batch-tokens); a longer sequence runs alone. None:
     as many as fit (`memory_plan.plan_scoring`: on a GPU, or with `max_memory`), else
     `BATCH_TOKENS`."""
-    chunk_rows: int | None = None
+    chunk_rows: Annotated[int | None, Flag(min=1)] = None
     """Response positions per output-head chunk (--chunk-rows); bounds the [rows, V] buffers.
     None: as many as fit (`memory_plan.plan_scoring`: on a GPU, or with `max_memory`), else as
     many as keep one float32 [rows, V] buffer within 24 MiB on CPU (the allocator then reuses
     its heap; larger buffers are fresh mappings whose page faults dominate the time)."""
-    max_memory: int | None = None
+    max_memory: Annotated[int | None, Flag(parse=parse_memory, metavar="SIZE")] = None
     """Bytes the run may use per device (--max-memory), weights included: the budget of the
     values left None. None: on a GPU its free memory once the models are loaded; on the CPU
     no plan (the defaults above)."""

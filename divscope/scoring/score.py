@@ -12,10 +12,12 @@ import os
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Annotated
 
 import polars as pl
 
-from divscope.defaults import DEVICE, DTYPE
+from divscope.errors import DivscopeError
+from divscope.params import LIBRARY_ONLY, ModelPair, PartedOutput
 from divscope.progress import Progress
 from divscope.scoring.engine import ScoreConfig, ScoreSummary
 
@@ -29,53 +31,34 @@ over several processes too."""
 
 def score(
     trajectories: str | os.PathLike,
-    *,
-    base: str,
-    rl: str,
-    out: str | os.PathLike,
+    models: ModelPair,
+    out: PartedOutput,
     config: ScoreConfig = ScoreConfig(),  # noqa: B008 (frozen, hashable)
-    dtype: str = DTYPE,
-    device: str = DEVICE,
-    device_map: str | None = None,
-    base_device: str | None = None,
-    rl_device: str | None = None,
-    overwrite: bool = False,
-    resume: bool = False,
-    shard: str | None = None,
-    part_tokens: int = PART_TOKENS,
-    progress: bool = True,
-    allow_tokenizer_mismatch: bool = False,
+    *,
+    part_tokens: Annotated[int, LIBRARY_ONLY] = PART_TOKENS,
+    progress: Annotated[bool, LIBRARY_ONLY] = True,
 ) -> ScoreSummary | None:
     """Score every response token of a trajectory file under a base and an RL model.
 
+    Writes one row per response token (JS on top-p truncated distributions, cross-entropy,
+    KL, entropies, ranks, top-k overlaps; see docs/contracts.md) and prints a one-screen summary.
+    The table is written in parts as they are scored; --resume continues an interrupted run.
+
     Args:
-        trajectories: Parquet or JSONL trajectories, ids or text (docs/contracts.md,
+        trajectories: Trajectories: Parquet or JSONL, token ids or text (docs/contracts.md,
             "Trajectories").
-        base: the base model, a local directory or a hub id.
-        rl: the RL-fine-tuned model; its tokenizer's ordinary vocabulary must be the base
-            model's (`divscope.vocab.check_tokenizers`: differing special tokens only warn).
-        out: the token table: a path ending in `.parquet` is one file, any other path a
-            directory of parts (`divscope.parts`). Written in parts, one per unit of work
-            (`score_units`), each as soon as it is scored; a file is assembled at the end.
+        models: the base and the RL model (both needed; the RL tokenizer's ordinary
+            vocabulary must be the base model's, `divscope.vocab.check_tokenizers`: differing
+            special tokens only warn) and where they run.
+        out: the token table (or its path): a path ending in `.parquet` is one file, any other
+            path a directory of parts (`divscope.parts`). Written in parts, one per unit of
+            work (`score_units`), each as soon as it is scored; a file is assembled at the end.
+            `resume` keeps the parts written, after checking that the settings and
+            trajectories are the same; `shard` `i/n` does share i of n of the units.
         config: top-p, temperature, batching and chunking.
-        dtype: weights dtype of both models, `auto` (float32 on CPU, the base checkpoint's on a
-            GPU), `float32`, `bfloat16` or `float16`.
-        device: `auto`, `cpu`, `cuda` or `cuda:N`.
-        device_map: passed to `from_pretrained` for models larger than one GPU.
-        base_device: the base model's own device (e.g. `cuda:0`), overriding `device` for it;
-            the statistics are computed on the base model's device.
-        rl_device: the RL model's own device (e.g. `cuda:1`), overriding `device` for it.
-        overwrite: replace an existing output.
-        resume: continue an interrupted run (or start it): keep the parts written, after
-            checking that the settings and trajectories are the same, and do the rest.
-        shard: `i/n`: do share i of n of the units, as one of n independent processes (a SLURM
-            array); `out` must then be a directory. Under torchrun each process takes its
-            share by itself.
         part_tokens: response tokens per part at most (`score_units`); fixed by the first run
             of an output.
         progress: show a progress bar on stderr.
-        allow_tokenizer_mismatch: score models whose ordinary vocabularies differ (with a
-            warning): at the ids whose tokens differ the divergences compare different strings.
 
     Returns:
         The table's summary (sequences, tokens, JS percentiles; the full-sort count and the
@@ -95,8 +78,9 @@ def score(
         >>> tmp = tempfile.TemporaryDirectory()
         >>> few, tokens = f"{tmp.name}/few.jsonl", f"{tmp.name}/tokens.parquet"
         >>> pl.read_ndjson("fixtures/lab/trajectories.jsonl").head(8).write_ndjson(few)
-        >>> summary = divscope.score(
-        ...     few, base="fixtures/lab/base", rl="fixtures/lab/rl", out=tokens, progress=False)
+        >>> from divscope.params import ModelPair
+        >>> lab = ModelPair("fixtures/lab/base", "fixtures/lab/rl")
+        >>> summary = divscope.score(few, lab, tokens, progress=False)
         >>> summary.sequences, summary.tokens  # the first 8 of the lab's 512 trajectories
         (8, 731)
         >>> tmp.cleanup()
@@ -109,13 +93,18 @@ def score(
     from divscope.scoring.engine import planned, score_trajectories
     from divscope.vocab import check_tokenizers
 
-    world = current_world(shard, device, device_map)
-    check_output(out, world)
+    out = PartedOutput.of(out)
+    base, rl, placement = models.base, models.rl, models.placement
+    if rl is None:
+        raise DivscopeError("score needs both models; pass --rl.")
+    world = current_world(out.shard, placement.device, placement.device_map)
+    check_output(out.path, world)
     # Cheap checks first: a bad file or an existing output should not wait for model loading.
     frame = read_trajectories(trajectories)
     tokenizer = load_tokenizer(base)
     compatibility = check_tokenizers(
-        {"base": tokenizer, "rl": load_tokenizer(rl)}, allow_mismatch=allow_tokenizer_mismatch
+        {"base": tokenizer, "rl": load_tokenizer(rl)},
+        allow_mismatch=models.allow_tokenizer_mismatch,
     )
     frame = attach_token_ids(frame, tokenizer)
     units = score_units(
@@ -132,12 +121,18 @@ def score(
         "temperature": config.stats.temperature,
         "window": config.stats.window,
         "head_dtype": config.head_dtype,
-        "dtype": dtype,
+        "dtype": placement.dtype,
         "part_tokens": part_tokens,
         "divscope_version": __version__,
     }
     parts = Parts.start(
-        out, "score", settings, len(units), resume=resume, overwrite=overwrite, world=world
+        out.path,
+        "score",
+        settings,
+        len(units),
+        resume=out.resume,
+        overwrite=out.overwrite,
+        world=world,
     )
     costs = [frame["response_ids"][rows].list.len().sum() for rows in units]
     mine = [] if parts.finished else world.share(costs)
@@ -146,23 +141,27 @@ def score(
     fallback_rows = scored = 0
     start = time.perf_counter()
     if todo:
-        own = {"base": world.device(base_device), "rl": world.device(rl_device)}
-        models = load_models({"base": base, "rl": rl}, dtype=dtype, device=world.device(device),
-                             device_map=device_map, devices=own)  # fmt: skip
-        config = planned(config, frame, models["base"], models["rl"], compatibility.vocab,
+        own = {"base": world.device(placement.base_device),
+               "rl": world.device(placement.rl_device)}  # fmt: skip
+        loaded = load_models({"base": base, "rl": rl}, dtype=placement.dtype,
+                             device=world.device(placement.device),
+                             device_map=placement.device_map, devices=own)  # fmt: skip
+        config = planned(config, frame, loaded["base"], loaded["rl"], compatibility.vocab,
                          progress=progress)  # fmt: skip
         metadata = {
             **settings,
             "models": {
                 name: describe_model(model, path)
-                for (name, model), path in zip(models.items(), (base, rl), strict=True)
+                for (name, model), path in zip(loaded.items(), (base, rl), strict=True)
             },
             "trajectories": str(Path(trajectories)),
             "tokenizers": compatibility.metadata(),
             "batch_tokens": config.batch_tokens,  # as planned (`--max-memory`) or given
             "chunk_rows": config.chunk_rows,
             "device": describe_placement(
-                device, device_map, {"base": base_device, "rl": rl_device}
+                placement.device,
+                placement.device_map,
+                {"base": placement.base_device, "rl": placement.rl_device},
             ),
             "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
@@ -173,14 +172,14 @@ def score(
         ) as bar:  # fmt: skip
             writer = _UnitWriter(parts, [(u, costs[u]) for u in todo], metadata, bar)
             summary = score_trajectories(
-                frame, models["base"], models["rl"], tokenizer, config, sink=writer.write,
+                frame, loaded["base"], loaded["rl"], tokenizer, config, sink=writer.write,
                 progress=False, vocab=compatibility.vocab, groups=[units[u] for u in todo],
             )  # fmt: skip
         fallback_rows, scored = summary.fallback_rows, summary.tokens
     seconds = time.perf_counter() - start
     if not parts.finish(world):
         return None
-    js = scan_token_table(out).select("js").collect()["js"].to_numpy()
+    js = scan_token_table(out.path).select("js").collect()["js"].to_numpy()
     resumed = scored if scored != js.size else None
     return ScoreSummary.of(js, frame.height, fallback_rows, seconds, resumed)
 

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
+from typing import Annotated
 
 import torch
 from torch import Tensor
 
 from divscope.defaults import TEMPERATURE, TOP_P, WINDOW
 from divscope.errors import DivscopeError
+from divscope.params import Flag
 from divscope.schema import OVERLAP_KS
 
 # Largest k of the top-k statistics: the RL model's top-3 tokens and the overlap_k columns.
@@ -38,9 +40,9 @@ LN2 = math.log(2.0)
 class StatsConfig:
     """How the divergence statistics are computed."""
 
-    top_p: float = TOP_P
+    top_p: Annotated[float, Flag(min=0.0, max=1.0)] = TOP_P
     """Nucleus mass of the truncated distributions behind `js` (0 < top_p <= 1; --top-p)."""
-    temperature: float = TEMPERATURE
+    temperature: Annotated[float, Flag(min=0.0)] = TEMPERATURE
     """Temperature dividing the logits before top-p, for `js` and `nucleus_*` only
     (--temperature)."""
     window: int = WINDOW

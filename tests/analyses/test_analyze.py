@@ -14,6 +14,7 @@ import divscope
 from divscope.analyses import summary
 from divscope.analyses.analyze import digest
 from divscope.errors import DivscopeError
+from divscope.params import ModelPair
 from divscope.schema import TOKEN_TABLE
 
 LAB = Path(__file__).parents[2] / "fixtures" / "lab"
@@ -136,8 +137,8 @@ def eight_lab_tokens(tmp_path_factory) -> Path:
     eight = trajectories.group_by("correct", maintain_order=True).head(4)
     eight.write_ndjson(directory / "eight.jsonl")
     out = directory / "tokens.parquet"
-    divscope.score(directory / "eight.jsonl", base=str(LAB / "base"), rl=str(LAB / "rl"),
-                   out=out, progress=False)  # fmt: skip
+    divscope.score(directory / "eight.jsonl", ModelPair(str(LAB / "base"), str(LAB / "rl")),
+                   out, progress=False)  # fmt: skip
     return out
 
 

@@ -17,6 +17,7 @@ import divscope
 from divscope.decoding.policies import Base, Forward
 from divscope.io import read_cross_sample, read_table, read_token_table
 from divscope.models import torch_threads
+from divscope.params import ModelPair, PartedOutput
 from divscope.parts import MANIFEST
 
 LAB = Path(__file__).resolve().parents[2] / "fixtures" / "lab"
@@ -69,9 +70,9 @@ def test_shards_cover_every_trajectory_once(single, tmp_path):
 
 def _score_in_shards(out):
     for rank in (2, 0, 1):
-        models = {"base": str(LAB / "base"), "rl": str(LAB / "rl")}
-        shard = {"shard": f"{rank}/3", "resume": True, "progress": False}
-        summary = divscope.score(TRAJECTORIES, out=out, **models, **shard)
+        models = ModelPair(str(LAB / "base"), str(LAB / "rl"))
+        output = PartedOutput(out, shard=f"{rank}/3", resume=True)
+        summary = divscope.score(TRAJECTORIES, models, output, progress=False)
         assert (summary is None) == (rank != 1)  # the last shard to finish completes the table
 
 

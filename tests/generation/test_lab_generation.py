@@ -10,6 +10,7 @@ from divscope import generate
 from divscope.generation import GenerateConfig, Sampling
 from divscope.grading import GradeConfig, grade_table
 from divscope.io import read_table, read_token_table
+from divscope.params import ModelPair
 
 LAB = Path(__file__).resolve().parents[2] / "fixtures" / "lab"
 pytestmark = pytest.mark.skipif(
@@ -56,7 +57,7 @@ def test_lab_responses_grade_and_their_ids_score_unchanged(lab_run):
     graded = grade_table(frame, GradeConfig("lab", workers=1))
     assert graded["correct"].any()
     tokens = root / "tokens.parquet"
-    score(root / "one", base=str(LAB / "base"), rl=str(LAB / "rl"), out=tokens, progress=False)
+    score(root / "one", ModelPair(str(LAB / "base"), str(LAB / "rl")), tokens, progress=False)
     scored = (
         read_token_table(tokens)
         .sort("prompt_id", "sample_id", "position")

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 import divscope
 from divscope.cli import app
 from divscope.errors import DivscopeError
+from divscope.params import ModelPair
 from divscope.reporting.report import ReportSummary
 from tests.synthetic import synthetic_results, synthetic_tokens
 
@@ -97,7 +98,7 @@ def test_lab_report_decodes_the_top1_tokens(tmp_path):
     lines = (LAB / "trajectories.jsonl").read_text().splitlines()[:6]
     trajectories.write_text("\n".join(lines) + "\n")
     tokens = tmp_path / "tokens.parquet"
-    divscope.score(trajectories, base=str(LAB / "base"), rl=str(LAB / "rl"), out=tokens,
+    divscope.score(trajectories, ModelPair(str(LAB / "base"), str(LAB / "rl")), tokens,
                    progress=False)  # fmt: skip
     out = tmp_path / "lab.html"
     result = divscope.report(tokens, out, responses=4, n_boot=20, progress=False)

@@ -16,6 +16,7 @@ from divscope.analyses import PLANNING_WORDS, planning_enrichment
 from divscope.cli import app
 from divscope.errors import DivscopeError, DivscopeWarning
 from divscope.io import read_metadata, read_token_table
+from divscope.params import ModelPair, Placement
 from tests.qwen import IM_START_ID, QWEN_LEN, SAMPLE_TEXTS
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -52,8 +53,8 @@ def _write(path, rows):
 
 
 def _score(trajectories, base, rl, out, **kwargs) -> pl.DataFrame:
-    score(trajectories, base=str(base), rl=str(rl), out=out, device="cpu", progress=False,
-          **kwargs)  # fmt: skip
+    pair = ModelPair(str(base), str(rl), Placement(device="cpu"), **kwargs)
+    score(trajectories, pair, out, progress=False)
     return read_token_table(out).sort("prompt_id", "position")
 
 

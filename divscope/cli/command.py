@@ -1,0 +1,362 @@
+"""Commands generated from the library's signatures: one home for each option.
+
+`command(function)` reads the entry point's signature. Each plain parameter becomes an option
+(or, with `Flag(argument=True)` or when positional, an argument); each parameter whose type is
+a frozen dataclass (`ModelPair`, `PartedOutput`, `ScoreConfig`...) is flattened into one
+option per field, nested dataclasses included. An option's name is the field's (`_` -> `-`,
+or `Flag` names), its default is the field's default (or that of the parameter's default
+instance), and its help is the field's docstring or the function's `Args:` entry. Running the
+command rebuilds the dataclasses from the options and calls the function; `present` then prints
+what it returned.
+
+We chose a small adaptor over typer, not jsonargparse: the command line keeps click's syntax
+(bare boolean flags, repeated options), so every documented command line still parses as it
+did, and the help is still click's.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib
+import importlib.util
+import inspect
+import os
+import re
+import textwrap
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from divscope.params import Flag
+
+SECTION = re.compile(
+    r"^(Args|Arguments|Returns|Yields|Raises|Example|Examples|Note|Notes)\b.*:\s*$"
+)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One leaf of a command's parameters: a plain parameter, or a field of a group."""
+
+    path: tuple[str, ...]
+    """Where the value goes: (parameter,) or (parameter, field, field...)."""
+    kind: Any
+    """The value's type, without `Annotated`."""
+    flag: Flag
+    default: Any
+    """The default value; `inspect.Parameter.empty` when the option is required."""
+    help: str
+
+    @property
+    def name(self) -> str:
+        """The parameter name of the generated function: the leaf's name."""
+        return self.path[-1]
+
+    def parameter(self) -> inspect.Parameter:
+        """The typer parameter of this option, as an annotated keyword parameter."""
+        kind, default, extra = _path_like(self.kind), self.default, {}
+        required = default is inspect.Parameter.empty
+        if self.flag.parse is not None:
+            kind = str if required else str | None
+            if not required:
+                extra["show_default"] = False if default is None else _text(default)
+                default = None
+        elif _origin(kind) is tuple:
+            item = typing.get_args(kind)[0]
+            kind = list[item] | None
+            if not required:
+                extra["show_default"] = _text(default) if default else False
+                default = None
+        info: typer.models.ParameterInfo
+        if self.flag.argument:
+            info = typer.Argument(help=self.help, metavar=self.flag.metavar, **extra)
+        else:
+            names = self.flag.names or ("--" + self.name.replace("_", "-"),)
+            info = typer.Option(
+                *names,
+                help=self.help,
+                min=self.flag.min,
+                max=self.flag.max,
+                metavar=self.flag.metavar,
+                **extra,
+            )
+        return inspect.Parameter(
+            self.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=default,
+            annotation=Annotated[kind, info],
+        )
+
+    def value(self, given: Any) -> Any:
+        """The library's value of what the command line gave."""
+        if self.flag.parse is not None:
+            return self.default if given is None else self.flag.parse(given)
+        if _origin(self.kind) is tuple:
+            return self.default if given is None else tuple(given)
+        return given
+
+
+@dataclass(frozen=True)
+class Command:
+    """A command of the app: the library entry point it runs, named by its import path so that
+    `divscope --help` imports none of them, and how its outcome is printed."""
+
+    target: str
+    """The entry point, `module:function`."""
+    present: Callable[[Any, dict[str, Any]], None] | None = None
+    """Called with what the entry point returned and the arguments it was called with, to
+    print the outcome; None prints nothing."""
+
+    def function(self) -> Callable[..., Any]:
+        """The entry point, imported."""
+        module, name = self.target.split(":")
+        return getattr(importlib.import_module(module), name)
+
+    def summary(self) -> str:
+        """The first line of the entry point's docstring, read from its source (no import)."""
+        module, name = self.target.split(":")
+        origin = importlib.util.find_spec(module).origin  # type: ignore[union-attr]
+        tree = ast.parse(Path(origin).read_text(encoding="utf-8"))  # type: ignore[arg-type]
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                paragraph = (ast.get_docstring(node) or "").split("\n\n", 1)[0]
+                return " ".join(paragraph.split())
+        raise TypeError(f"{self.target}: no such function")
+
+    def callback(self) -> Callable[..., None]:
+        """A function for typer: the options rebuilt into the entry point's parameters."""
+        return command(self.function(), self.present)
+
+
+def command(
+    function: Callable[..., Any],
+    present: Callable[[Any, dict[str, Any]], None] | None = None,
+) -> Callable[..., None]:
+    """A typer command that calls `function` with the options rebuilt into its parameters.
+
+    Args:
+        function: a library entry point, documented in Google style.
+        present: called with what `function` returned and the arguments it was called with,
+            to print the outcome; None prints nothing.
+
+    Returns:
+        A function for `app.command(...)`, with the signature typer reads and the help of
+        `function`'s summary.
+
+    Raises:
+        TypeError: two options with one name, or a parameter without an option or a default.
+
+    >>> from divscope.params import Output
+    >>> def save(text: str, out: Output) -> str:
+    ...     '''Save a text.
+    ...
+    ...     Args:
+    ...         text: what to save.
+    ...         out: where.
+    ...     '''
+    ...     return f"{text} -> {out.path} (overwrite={out.overwrite})"
+    >>> from typer.testing import CliRunner
+    >>> app = typer.Typer()
+    >>> _ = app.command()(command(save, lambda result, args: typer.echo(result)))
+    >>> CliRunner().invoke(app, ["hello", "--out", "x.txt", "--overwrite"]).output
+    'hello -> x.txt (overwrite=True)\\n'
+    """
+    options = leaves(function)
+    names = [o.name for o in options]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise TypeError(f"{function.__qualname__}: options named twice: {', '.join(twice)}")
+    signature = inspect.signature(function)
+
+    def run(**given: Any) -> None:
+        values = {o.path: o.value(given[o.name]) for o in options}
+        arguments = _assemble(function, signature, values)
+        result = function(**arguments)
+        if present is not None:
+            present(result, arguments)
+
+    run.__signature__ = inspect.Signature([o.parameter() for o in options])  # type: ignore[attr-defined]
+    run.__annotations__ = {}
+    run.__doc__ = summary(function)
+    run.__name__ = function.__name__
+    run.__module__ = function.__module__
+    return run
+
+
+def leaves(function: Callable[..., Any]) -> list[Option]:
+    """The options of `function`: its plain parameters and its groups' fields, in order."""
+    hints = typing.get_type_hints(function, include_extras=True)
+    docs = arguments_doc(function)
+    found: list[Option] = []
+    for name, parameter in inspect.signature(function).parameters.items():
+        kind, flag = _split(hints.get(name, Any))
+        if not flag.cli:
+            if parameter.default is inspect.Parameter.empty:
+                raise TypeError(f"{function.__qualname__}: {name} has no option and no default")
+            continue
+        if dataclasses.is_dataclass(kind):
+            default = parameter.default
+            found += _fields(kind, (name,), None if default is inspect.Parameter.empty else default)
+            continue
+        if parameter.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and not flag.names:
+            flag = Flag(argument=True, metavar=flag.metavar, parse=flag.parse)
+        found.append(Option((name,), kind, flag, parameter.default, docs.get(name, "")))
+    return found
+
+
+def _fields(group: type, path: tuple[str, ...], instance: Any) -> list[Option]:
+    hints = typing.get_type_hints(group, include_extras=True)
+    docs = fields_doc(group)
+    found: list[Option] = []
+    for field in dataclasses.fields(group):
+        kind, flag = _split(hints[field.name])
+        if not flag.cli or not field.init:
+            continue
+        if instance is not None:
+            default = getattr(instance, field.name)
+        elif field.default is not dataclasses.MISSING:
+            default = field.default
+        elif field.default_factory is not dataclasses.MISSING:
+            default = field.default_factory()
+        else:
+            default = inspect.Parameter.empty
+        if dataclasses.is_dataclass(kind):
+            nested = None if default is inspect.Parameter.empty else default
+            found += _fields(kind, (*path, field.name), nested)
+        else:
+            found.append(Option((*path, field.name), kind, flag, default, docs.get(field.name, "")))
+    return found
+
+
+def _assemble(
+    function: Callable[..., Any], signature: inspect.Signature, values: Mapping[tuple, Any]
+) -> dict[str, Any]:
+    """The keyword arguments of `function`: each group rebuilt from its fields' values."""
+    hints = typing.get_type_hints(function, include_extras=True)
+    arguments: dict[str, Any] = {}
+    for name, parameter in signature.parameters.items():
+        kind, flag = _split(hints.get(name, Any))
+        if not flag.cli:
+            continue
+        if dataclasses.is_dataclass(kind):
+            default = parameter.default
+            base = None if default is inspect.Parameter.empty else default
+            arguments[name] = _build(kind, (name,), base, values)
+        else:
+            arguments[name] = values[(name,)]
+    return arguments
+
+
+def _build(group: type, path: tuple[str, ...], base: Any, values: Mapping[tuple, Any]) -> Any:
+    hints = typing.get_type_hints(group, include_extras=True)
+    given: dict[str, Any] = {}
+    for field in dataclasses.fields(group):
+        kind, flag = _split(hints[field.name])
+        if not flag.cli or not field.init:
+            continue
+        if dataclasses.is_dataclass(kind):
+            nested = getattr(base, field.name) if base is not None else None
+            given[field.name] = _build(kind, (*path, field.name), nested, values)
+        else:
+            given[field.name] = values[(*path, field.name)]
+    return dataclasses.replace(base, **given) if base is not None else group(**given)
+
+
+def _split(hint: Any) -> tuple[Any, Flag]:
+    """(type, Flag) of an annotation; `Flag()` when it has none."""
+    if typing.get_origin(hint) is Annotated:
+        kind, *extras = typing.get_args(hint)
+        flags = [e for e in extras if isinstance(e, Flag)]
+        return kind, flags[0] if flags else Flag()
+    return hint, Flag()
+
+
+def _origin(kind: Any) -> Any:
+    """`tuple` for `tuple[X, ...]` and `tuple[X, ...] | None`; else the type's origin."""
+    if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union:
+        kinds = [k for k in typing.get_args(kind) if k is not type(None)]
+        return typing.get_origin(kinds[0]) if len(kinds) == 1 else None
+    return typing.get_origin(kind)
+
+
+def _path_like(kind: Any) -> Any:
+    """`Path` (or `Path | None`) for a union that takes `os.PathLike`; else `kind` itself."""
+    if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union:
+        kinds = typing.get_args(kind)
+        if any(typing.get_origin(k) is os.PathLike or k is os.PathLike for k in kinds):
+            return Path | None if type(None) in kinds else Path
+    return kind
+
+
+def _text(value: Any) -> str:
+    """A default as the command line writes it: a sequence joined by commas."""
+    if isinstance(value, tuple | list):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def summary(function: Callable[..., Any]) -> str:
+    """`function`'s docstring up to its first section (`Args:`, `Returns:`, `Example`...)."""
+    lines = (inspect.getdoc(function) or "").splitlines()
+    kept: list[str] = []
+    for line in lines:
+        if SECTION.match(line) or line.startswith(">>>"):
+            break
+        kept.append(line)
+    return "\n".join(kept).strip()
+
+
+def arguments_doc(function: Callable[..., Any]) -> dict[str, str]:
+    """name -> text of each entry of `function`'s `Args:` section, joined to one line."""
+    lines = (inspect.getdoc(function) or "").splitlines()
+    docs: dict[str, str] = {}
+    inside, current = False, None
+    for line in lines:
+        if re.match(r"^(Args|Arguments):\s*$", line):
+            inside = True
+            continue
+        if not inside:
+            continue
+        if line and not line.startswith(" "):
+            break  # the next section
+        entry = re.match(r"^    (\*{0,2}\w+)(?: \(.*?\))?: ?(.*)$", line)
+        if entry:
+            current = entry.group(1).lstrip("*")
+            docs[current] = entry.group(2).strip()
+        elif current is not None and line.strip():
+            docs[current] += " " + line.strip()
+    return docs
+
+
+@cache
+def fields_doc(group: type) -> dict[str, str]:
+    """name -> the docstring that follows each field of the dataclass `group`, on one line."""
+    docs: dict[str, str] = {}
+    for klass in reversed(group.__mro__):
+        if not dataclasses.is_dataclass(klass) or klass is object:
+            continue
+        try:
+            source = textwrap.dedent(inspect.getsource(klass))
+        except (OSError, TypeError):
+            continue
+        body = ast.parse(source).body[0].body  # type: ignore[attr-defined]
+        for node, after in zip(body, body[1:], strict=False):
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
+                docs[node.target.id] = " ".join(inspect.cleandoc(after.value.value).split())
+    return docs
+
+
+__all__ = ["Command", "Option", "arguments_doc", "command", "fields_doc", "leaves", "summary"]
