@@ -16,10 +16,10 @@ from divscope.analyses._frames import percentile_label
 from divscope.analyses.cross_sample_report import curve_text, interval_text
 from divscope.analyses.difficulty import Difficulty, difficulty_tertiles
 from divscope.analyses.distribution import MatchedThreshold
-from divscope.analyses.stats import Interval
 from divscope.analyses.summary import CoreSection, Summary, TakeoverSection, summary
 from divscope.defaults import CORE_METRIC, N_BOOT, SEED, TAKEOVER_METRIC
 from divscope.errors import DivscopeError
+from divscope.estimators import Interval
 
 
 def analyze(

@@ -30,7 +30,6 @@ from divscope.analyses.cross_sampling import (
     takeover_knee,
 )
 from divscope.analyses.flips import base_flips
-from divscope.analyses.stats import Interval
 from divscope.analyses.switches import (
     PAIR_COLUMNS,
     map_agreement,
@@ -39,6 +38,7 @@ from divscope.analyses.switches import (
     threshold_curves,
 )
 from divscope.errors import DivscopeError
+from divscope.estimators import Interval
 from divscope.schema import SETTING_COLUMNS
 
 TAKEOVER_POLICY = "gated"

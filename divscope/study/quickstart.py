@@ -38,7 +38,6 @@ from typing import Any
 
 import polars as pl
 
-from divscope.analyses.stats import Interval
 from divscope.analyses.summary import Summary
 from divscope.defaults import (
     CALIBRATION_SAMPLES,
@@ -50,6 +49,7 @@ from divscope.defaults import (
     TAKEOVER_RATE,
 )
 from divscope.errors import DivscopeError
+from divscope.estimators import Interval
 
 MANIFEST = "quickstart.json"
 """The record of the stages done, in the output directory."""
