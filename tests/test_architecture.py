@@ -111,6 +111,11 @@ IMPORT_RULES = (
         ("divscope.analyses",),
     ),
     ImportRule(
+        "analyses compute, formatting prints them: analyses import no formatting",
+        lambda m: within(m, "divscope.analyses"),
+        ("divscope.formatting",),
+    ),
+    ImportRule(
         "only the CLI and the grader registry use the lab (and the lab its own modules)",
         lambda m: (
             not any(

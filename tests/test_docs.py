@@ -25,8 +25,9 @@ MODULES_WITH_EXAMPLES = [
     *(f"divscope.analyses.{name}" for name in (
         "alignment", "controls", "coverage", "cross_sample_report", "cross_sampling",
         "distribution", "evolution", "failure", "flips", "position", "sampling", "shift",
-        "stats", "summary", "switches", "tokens",
+        "summary", "switches", "tokens",
     )),
+    "divscope.estimators", "divscope.formatting",
     "divscope.generation",
     *(f"divscope.grading.{name}" for name in (
         "accuracy", "answer", "exact_grader", "math_grader", "pool", "registry", "table",

@@ -11,11 +11,7 @@ column of the token table. Each statistic is defined here exactly once; the gene
 from divscope.analyses.alignment import DeltaAlignment, delta_alignment
 from divscope.analyses.controls import Setting, Settings, parse_difference, parse_setting
 from divscope.analyses.coverage import PathCoverage, path_coverage
-from divscope.analyses.cross_sample_report import (
-    CrossSampleReport,
-    cross_sample_report,
-    curve_text,
-)
+from divscope.analyses.cross_sample_report import CrossSampleReport, cross_sample_report
 from divscope.analyses.cross_sampling import (
     Reference,
     TakeoverKnee,
@@ -126,7 +122,6 @@ __all__ = [
     "core_thresholds",
     "cross_sample_report",
     "cross_sampling_curve",
-    "curve_text",
     "delta_alignment",
     "difficulty_tertiles",
     "early_density",

@@ -57,7 +57,7 @@ def analyze(
     pass@1 share a tertile), with easy - hard differences and problem-bootstrap intervals.
     """
     from divscope.analyses.analyze import analyze as run
-    from divscope.analyses.analyze import digest
+    from divscope.formatting import digest
 
     result = run(
         tokens,

@@ -237,9 +237,9 @@ def cross_sample(
     """
     from divscope.analyses.cross_sampling import cross_sampling_curve
     from divscope.decoding.cross_sample import cross_sample as run
-    from divscope.decoding.cross_sample import format_summary
     from divscope.decoding.settings import parse_budgets, parse_eps, parse_names, parse_policies
     from divscope.distributed import reports
+    from divscope.formatting import format_summary
     from divscope.parts import written
 
     budget_list = parse_budgets(budgets)

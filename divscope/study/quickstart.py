@@ -656,7 +656,7 @@ def _stages(paths: _Paths, family: _Lab, config: QuickstartConfig, progress: boo
 
     def analyze(resume: bool) -> str:
         from divscope.analyses.analyze import analyze as summarize
-        from divscope.analyses.analyze import digest
+        from divscope.formatting import digest
         from divscope.io import read_table, write_json
         from divscope.parts import write_atomically
 

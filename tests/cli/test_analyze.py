@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+from divscope import formatting
 from divscope.cli import app
 from divscope.schema import TOKEN_TABLE
 
@@ -167,8 +168,7 @@ def test_the_cross_sample_flags_reach_the_report(tokens, tmp_path, monkeypatch):
 
     @dataclasses.dataclass(frozen=True)
     class Report:
-        def to_text(self) -> str:
-            return "REPORT TEXT"
+        pass
 
     def report(results, **kwargs):
         calls.append(kwargs)
@@ -176,6 +176,7 @@ def test_the_cross_sample_flags_reach_the_report(tokens, tmp_path, monkeypatch):
 
     summary_module = importlib.import_module("divscope.analyses.summary")
     monkeypatch.setattr(summary_module, "cross_sample_report", report)
+    monkeypatch.setattr(formatting, "cross_sample_text", lambda report: "REPORT TEXT")
     xs = tmp_path / "xs.jsonl"
     xs.write_text(json.dumps({"prompt_id": "p0", "policy": "rl", "correct": True}) + "\n")
     thinking = tmp_path / "thinking.jsonl"
