@@ -17,8 +17,8 @@ import polars as pl
 
 from divscope.analyses._frames import percentile_label
 from divscope.analyses.alignment import DeltaAlignment
+from divscope.analyses.cross_sample import REFERENCE, TakeoverKnee, setting_labels
 from divscope.analyses.cross_sample_report import CrossSampleReport
-from divscope.analyses.cross_sampling import REFERENCE, TakeoverKnee, setting_labels
 from divscope.analyses.difficulty import Difficulty
 from divscope.analyses.distribution import MatchedThreshold
 from divscope.analyses.summary import CoreSection, Summary, TakeoverSection

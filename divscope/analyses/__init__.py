@@ -11,8 +11,7 @@ column of the token table. Each statistic is defined here exactly once; the gene
 from divscope.analyses.alignment import DeltaAlignment, delta_alignment
 from divscope.analyses.controls import Setting, Settings, parse_difference, parse_setting
 from divscope.analyses.coverage import PathCoverage, path_coverage
-from divscope.analyses.cross_sample_report import CrossSampleReport, cross_sample_report
-from divscope.analyses.cross_sampling import (
+from divscope.analyses.cross_sample import (
     Reference,
     TakeoverKnee,
     cross_sampling_curve,
@@ -23,6 +22,7 @@ from divscope.analyses.cross_sampling import (
     setting_labels,
     takeover_knee,
 )
+from divscope.analyses.cross_sample_report import CrossSampleReport, cross_sample_report
 from divscope.analyses.difficulty import (
     DIFFICULTY,
     Difficulty,

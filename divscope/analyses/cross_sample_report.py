@@ -1,4 +1,5 @@
-"""Everything divscope computes from cross-sample results, in one report (`divscope analyze --xs`).
+"""Everything divscope computes from cross-sample results, in one report
+(`divscope analyze --cross-sample`).
 
 `cross_sample_report` runs each analysis of cross-sample results that the data allow and notes
 why the others were skipped; `divscope.formatting.cross_sample_text` prints it as compact
@@ -16,7 +17,7 @@ import polars as pl
 from divscope.analyses._frames import Frame, checked_lazy
 from divscope.analyses.alignment import DeltaAlignment, delta_alignment
 from divscope.analyses.controls import Selector
-from divscope.analyses.cross_sampling import (
+from divscope.analyses.cross_sample import (
     REFERENCE,
     Reference,
     TakeoverKnee,

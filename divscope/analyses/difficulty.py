@@ -31,7 +31,7 @@ import polars as pl
 
 from divscope.analyses._frames import Frame, checked_lazy, percentile_label
 from divscope.analyses.controls import SAMPLING_COLUMNS, format_value
-from divscope.analyses.cross_sampling import Reference, cross_sampling_curve
+from divscope.analyses.cross_sample import Reference, cross_sampling_curve
 from divscope.analyses.distribution import sparsity
 from divscope.analyses.position import early_density, positional_profile
 from divscope.errors import DivscopeError

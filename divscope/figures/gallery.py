@@ -364,7 +364,7 @@ MISSING_INPUT: dict[Need, str] = {
     "tokens": "no token table",
     "compare": "needs --compare OTHER (another token table, e.g. the SFT control)",
     "evolution": "needs --evolution with token tables of at least two RL checkpoints",
-    "cross_sample": "needs --xs RESULTS (divscope cross-sample output)",
+    "cross_sample": "needs --cross-sample RESULTS (divscope cross-sample output)",
 }
 
 

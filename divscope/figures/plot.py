@@ -142,7 +142,7 @@ def plot(
     if cross_sample is None and (reference is not None or recovery_at is not None):
         raise DivscopeError(
             "--reference and --recovery-at set the recovery of the cross-sample figures; give "
-            "the cross-sample results with --xs."
+            "the cross-sample results with --cross-sample."
         )
     core, takeover = section_metrics(metric, core_metric, takeover_metric)
     carried = rescale_thresholds and core not in JS_METRICS

@@ -2,8 +2,8 @@
 self-contained HTML file out.
 
 What `divscope report` runs: the summary of `divscope analyze` (both papers' sections, and the
-cross-sampling report with --xs), every figure `divscope plot` can draw from the inputs as an
-embedded PNG, and the token viewer's JSON document (`report.data`), put into one page
+cross-sampling report with --cross-sample), every figure `divscope plot` can draw from the
+inputs as an embedded PNG, and the token viewer's JSON document (`report.data`), put into one page
 (`report.page`) and written atomically.
 """
 

@@ -217,7 +217,7 @@ def headline(summary: Summary, results: pl.DataFrame, *, n_boot: int, seed: int)
     Returns:
         A `Headline`.
     """
-    from divscope.analyses.cross_sampling import takeover_knee
+    from divscope.analyses.cross_sample import takeover_knee
 
     core, takeover = summary.core, summary.takeover
     knee = takeover_knee(results, KNEE_POLICY, n_boot=n_boot, seed=seed, confidence=CONFIDENCE)

@@ -8,7 +8,7 @@ import math
 import polars as pl
 import pytest
 
-from divscope.analyses.cross_sampling import cross_sampling_curve
+from divscope.analyses.cross_sample import cross_sampling_curve
 from divscope.errors import DivscopeError
 from divscope.formatting import format_summary
 

@@ -79,5 +79,5 @@ def test_reference_and_recovery_reach_the_cross_sample_figures(
     assert seen[1].reference.equals(results.filter(policy="rl"))
     with pytest.raises(DivscopeError, match="--reference runs/thinking.parquet: no such file"):
         plot(tmp_path / "rl.parquet", tmp_path / "c", reference="runs/thinking.parquet", **common)
-    with pytest.raises(DivscopeError, match="give the cross-sample results with --xs"):
+    with pytest.raises(DivscopeError, match="give the cross-sample results with --cross-sample"):
         plot(tmp_path / "rl.parquet", tmp_path / "d", recovery_at=8)
