@@ -116,6 +116,11 @@ IMPORT_RULES = (
         ("divscope.formatting",),
     ),
     ImportRule(
+        "the report sits beside plot, not above it: reporting imports the gallery, never plot",
+        lambda m: within(m, "divscope.reporting"),
+        ("divscope.figures.plot",),
+    ),
+    ImportRule(
         "only the CLI and the grader registry use the lab (and the lab its own modules)",
         lambda m: (
             not any(

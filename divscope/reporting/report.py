@@ -171,8 +171,7 @@ def report(
         >>> tmp.cleanup()
     """
     from divscope.analyses.summary import summary
-    from divscope.figures.gallery import PlotInputs
-    from divscope.figures.plot import token_columns
+    from divscope.figures.gallery import PlotInputs, token_columns
     from divscope.io import TokenTableWriter, read_table, scan_token_table, table_name
     from divscope.parts import write_atomically
     from divscope.progress import note

@@ -9,7 +9,8 @@ import pytest
 
 import divscope.figures.plot as figures_plot
 from divscope.errors import DivscopeError
-from divscope.figures.plot import evolution_steps, plot, token_columns
+from divscope.figures.gallery import token_columns
+from divscope.figures.plot import evolution_steps, plot
 
 
 def test_evolution_steps():
