@@ -57,4 +57,4 @@ divscope cross-sample "$OUT/eval-128.jsonl" "${models[@]}" --seed 0 --policy bas
 
 # 4. Difficulty tertiles from the independent (seed 1) graded base samples.
 divscope analyze "$OUT/map-rl.parquet" --difficulty "$OUT/xs-controls-seed1.parquet" \
-    --xs "$OUT/xs-strata.parquet" -o "$OUT/difficulty.json" --overwrite
+    --cross-sample "$OUT/xs-strata.parquet" -o "$OUT/difficulty.json" --overwrite

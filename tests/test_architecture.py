@@ -96,6 +96,31 @@ IMPORT_RULES = (
         ("divscope.scoring", "divscope.decoding", "divscope.generation", "torch"),
     ),
     ImportRule(
+        "estimators are the ground floor: they import no divscope module but errors and defaults",
+        lambda m: m == "divscope.estimators",
+        tuple(
+            sorted(
+                {".".join(m.split(".")[:2]) for m in MODULES if m != "divscope"}
+                - {"divscope.estimators", "divscope.errors", "divscope.defaults"}
+            )
+        ),
+    ),
+    ImportRule(
+        "grading sits below the analyses: it imports no analyses (estimators are shared)",
+        lambda m: within(m, "divscope.grading"),
+        ("divscope.analyses",),
+    ),
+    ImportRule(
+        "analyses compute, formatting prints them: analyses import no formatting",
+        lambda m: within(m, "divscope.analyses"),
+        ("divscope.formatting",),
+    ),
+    ImportRule(
+        "the report sits beside plot, not above it: reporting imports the gallery, never plot",
+        lambda m: within(m, "divscope.reporting"),
+        ("divscope.figures.plot",),
+    ),
+    ImportRule(
         "only the CLI and the grader registry use the lab (and the lab its own modules)",
         lambda m: (
             not any(

@@ -23,10 +23,11 @@ CITATION = re.compile(r'docs/contracts\.md, "([^"]+)"')
 
 MODULES_WITH_EXAMPLES = [
     *(f"divscope.analyses.{name}" for name in (
-        "alignment", "controls", "coverage", "cross_sample_report", "cross_sampling",
+        "alignment", "controls", "coverage", "cross_sample", "cross_sample_report",
         "distribution", "evolution", "failure", "flips", "position", "sampling", "shift",
-        "stats", "summary", "switches", "tokens",
+        "summary", "switches", "tokens",
     )),
+    "divscope.estimators", "divscope.formatting",
     "divscope.generation",
     *(f"divscope.grading.{name}" for name in (
         "accuracy", "answer", "exact_grader", "math_grader", "pool", "registry", "table",
@@ -93,7 +94,7 @@ class Shown:
     """Everything after `divscope`: the (sub)command, its arguments and options."""
     concrete: bool
     """A command to run, parsed whole; else a synopsis (`[--top-p 0.7]`, `...`) or a fragment in
-    prose (`divscope analyze --xs`), whose flags alone are checked."""
+    prose (`divscope analyze --cross-sample`), whose flags alone are checked."""
 
 
 def _logical_lines(code: str, first: int) -> list[tuple[int, str]]:

@@ -2,19 +2,16 @@
 
 Every function takes a polars DataFrame or LazyFrame and returns a frame or a small frozen
 dataclass: no torch, no printing, no files. `metric` defaults to `js` and accepts any divergence
-column of the token table. Each statistic is defined here exactly once. `divscope.analyze`
-(in `divscope.analyses.analyze`) runs `summary` file to file for `divscope analyze`.
+column of the token table. Each statistic is defined here exactly once; the generic estimators
+(pass@k, majority@k, AUROC, the problem bootstrap) live in `divscope.estimators`.
+`divscope.analyze` (in `divscope.analyses.analyze`) runs `summary` file to file for
+`divscope analyze`.
 """
 
 from divscope.analyses.alignment import DeltaAlignment, delta_alignment
 from divscope.analyses.controls import Setting, Settings, parse_difference, parse_setting
 from divscope.analyses.coverage import PathCoverage, path_coverage
-from divscope.analyses.cross_sample_report import (
-    CrossSampleReport,
-    cross_sample_report,
-    curve_text,
-)
-from divscope.analyses.cross_sampling import (
+from divscope.analyses.cross_sample import (
     Reference,
     TakeoverKnee,
     cross_sampling_curve,
@@ -25,6 +22,7 @@ from divscope.analyses.cross_sampling import (
     setting_labels,
     takeover_knee,
 )
+from divscope.analyses.cross_sample_report import CrossSampleReport, cross_sample_report
 from divscope.analyses.difficulty import (
     DIFFICULTY,
     Difficulty,
@@ -63,19 +61,6 @@ from divscope.analyses.shift import (
     rank_reordering,
     tail_promotion,
     topk_overlap,
-)
-from divscope.analyses.stats import (
-    Interval,
-    PairedBootstrap,
-    Resampled,
-    auroc,
-    bootstrap_ci,
-    interval_columns,
-    majority_at_k,
-    pass_at_k,
-    percentile_interval,
-    problem_bootstrap_weights,
-    weighted_auroc,
 )
 from divscope.analyses.summary import (
     CoreSection,
@@ -116,16 +101,13 @@ __all__ = [
     "EntropyDensity",
     "FailureAUROC",
     "Histogram",
-    "Interval",
     "Lorenz",
     "MatchedThreshold",
-    "PairedBootstrap",
     "PathCoverage",
     "PlanningEnrichment",
     "RankReordering",
     "RastSection",
     "Reference",
-    "Resampled",
     "Sample",
     "Setting",
     "Settings",
@@ -134,15 +116,12 @@ __all__ = [
     "TailPromotion",
     "TakeoverKnee",
     "TakeoverSection",
-    "auroc",
     "base_flips",
-    "bootstrap_ci",
     "by_difficulty",
     "compare",
     "core_thresholds",
     "cross_sample_report",
     "cross_sampling_curve",
-    "curve_text",
     "delta_alignment",
     "difficulty_tertiles",
     "early_density",
@@ -157,9 +136,7 @@ __all__ = [
     "flips",
     "high_divergence_sample",
     "histogram",
-    "interval_columns",
     "lorenz",
-    "majority_at_k",
     "majority_at_k_curve",
     "map_agreement",
     "matched_thresholds",
@@ -167,13 +144,10 @@ __all__ = [
     "normalized_token",
     "parse_difference",
     "parse_setting",
-    "pass_at_k",
     "pass_at_k_curve",
     "path_coverage",
-    "percentile_interval",
     "planning_enrichment",
     "positional_profile",
-    "problem_bootstrap_weights",
     "rank_reordering",
     "response_scores",
     "roc_points",
@@ -193,6 +167,5 @@ __all__ = [
     "to_jsonable",
     "token_profile",
     "topk_overlap",
-    "weighted_auroc",
     "word_frequencies",
 ]

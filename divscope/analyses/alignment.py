@@ -16,7 +16,7 @@ import polars as pl
 
 from divscope.analyses._frames import Frame
 from divscope.analyses.controls import Settings
-from divscope.analyses.stats import PairedBootstrap, interval_columns
+from divscope.estimators import PairedBootstrap, interval_columns
 
 
 @dataclass(frozen=True)

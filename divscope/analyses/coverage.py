@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import polars as pl
 
 from divscope.analyses._frames import Frame, checked_lazy
-from divscope.analyses.stats import Interval, percentile_interval, problem_bootstrap_weights
 from divscope.errors import DivscopeError
+from divscope.estimators import Interval, percentile_interval, problem_bootstrap_weights
 
 COVERAGE_COLUMNS: tuple[str, ...] = ("prompt_id", "sample_id", "token_id", "top1_base")
 

@@ -31,11 +31,11 @@ import polars as pl
 
 from divscope.analyses._frames import Frame, checked_lazy, percentile_label
 from divscope.analyses.controls import SAMPLING_COLUMNS, format_value
-from divscope.analyses.cross_sampling import Reference, cross_sampling_curve
+from divscope.analyses.cross_sample import Reference, cross_sampling_curve
 from divscope.analyses.distribution import sparsity
 from divscope.analyses.position import early_density, positional_profile
-from divscope.analyses.stats import PairedBootstrap, Resampled, interval_columns
 from divscope.errors import DivscopeError
+from divscope.estimators import PairedBootstrap, Resampled, interval_columns
 
 DIFFICULTY_LEVELS: tuple[str, ...] = ("hard", "medium", "easy")
 """The tertiles from the lowest base pass@1 to the highest."""

@@ -14,14 +14,14 @@ import numpy as np
 import polars as pl
 
 from divscope.analyses._frames import Frame, checked_lazy
-from divscope.analyses.stats import (
+from divscope.errors import DivscopeError
+from divscope.estimators import (
     Interval,
     auroc,
     percentile_interval,
     problem_bootstrap_weights,
     weighted_auroc,
 )
-from divscope.errors import DivscopeError
 
 
 @dataclass(frozen=True)

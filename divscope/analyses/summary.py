@@ -351,7 +351,7 @@ def summary(
     if cross_sample is None and (reference is not None or recovery_at is not None or differences):
         raise DivscopeError(
             "summary: reference, recovery_at and differences apply to cross-sample results; "
-            "pass the results too (--xs)."
+            "pass the results too (--cross-sample)."
         )
     core, takeover = section_metrics(metric, core_metric, takeover_metric)
     rescaling = rescale_thresholds and core not in JS_METRICS

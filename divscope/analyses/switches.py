@@ -20,9 +20,9 @@ import polars.selectors as cs
 
 from divscope.analyses._frames import Frame, checked_lazy
 from divscope.analyses.controls import Settings, benchmark_codes
-from divscope.analyses.cross_sampling import Reference, cross_sampling_curve
-from divscope.analyses.stats import PairedBootstrap, interval_columns
+from divscope.analyses.cross_sample import Reference, cross_sampling_curve
 from divscope.analyses.tokens import PLANNING_WORDS, word_counts
+from divscope.estimators import PairedBootstrap, interval_columns
 from divscope.schema import SETTING_COLUMNS
 
 PAIR_COLUMNS: tuple[str, ...] = (

@@ -16,7 +16,7 @@ def analyze(
     out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the JSON summary.")],
     compare: options.Compare = None,
     label: options.Label = None,
-    xs: options.CrossSample = None,
+    cross_sample: options.CrossSample = None,
     reference: options.Reference = None,
     recovery_at: options.RecoveryAt = None,
     differences: options.Difference = None,
@@ -25,7 +25,8 @@ def analyze(
         typer.Option(
             "--difficulty",
             help="Graded base responses (divscope grade output, or cross-sample results with "
-            "the base control): statistics and, with --xs, recovery per base pass@1 tertile.",
+            "the base control): statistics and, with --cross-sample, recovery per base pass@1 "
+            "tertile.",
         ),
     ] = None,
     difficulty_model: Annotated[
@@ -50,20 +51,21 @@ def analyze(
     paper's (Sparse but Critical; sparsity, position, entropy, top-k overlap, rank reordering, tail
     promotion, word frequencies) on js, the takeover paper's (Lorenz/Gini, early density, planning
     words, failure AUROC, IoU with base entropy) on ce_base_rl, and RAST's path coverage; with
-    --compare, side-by-side sparsity; with --xs, the cross-sample report (recovery per setting,
-    pass@k, majority@k, flips, differences, recovery and effective/total switches per eps, and with
-    `switch_js` the share of switch positions still above eps online); with --difficulty, sparsity,
-    position and (with --xs) recovery per tertile of the base model's pass@1 (prompts of equal
-    pass@1 share a tertile), with easy - hard differences and problem-bootstrap intervals.
+    --compare, side-by-side sparsity; with --cross-sample, the cross-sample report (recovery per
+    setting, pass@k, majority@k, flips, differences, recovery and effective/total switches per
+    eps, and with `switch_js` the share of switch positions still above eps online); with
+    --difficulty, sparsity, position and (with --cross-sample) recovery per tertile of the base
+    model's pass@1 (prompts of equal pass@1 share a tertile), with easy - hard differences and
+    problem-bootstrap intervals.
     """
     from divscope.analyses.analyze import analyze as run
-    from divscope.analyses.analyze import digest
+    from divscope.formatting import digest
 
     result = run(
         tokens,
         out,
         compare=options.compared_tables(compare, label),
-        cross_sample=xs,
+        cross_sample=cross_sample,
         reference=reference,
         recovery_at=recovery_at,
         differences=differences,

@@ -235,11 +235,11 @@ def cross_sample(
     responses (on a GPU: with the same --batch-size). Results are written in parts as they are done;
     --resume continues an interrupted run.
     """
-    from divscope.analyses.cross_sampling import cross_sampling_curve
+    from divscope.analyses.cross_sample import cross_sampling_curve
     from divscope.decoding.cross_sample import cross_sample as run
-    from divscope.decoding.cross_sample import format_summary
     from divscope.decoding.settings import parse_budgets, parse_eps, parse_names, parse_policies
     from divscope.distributed import reports
+    from divscope.formatting import format_summary
     from divscope.parts import written
 
     budget_list = parse_budgets(budgets)

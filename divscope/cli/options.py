@@ -198,7 +198,11 @@ TokenTable = Annotated[
 ]
 CrossSample = Annotated[
     Path | None,
-    typer.Option("--xs", help="Cross-sample results (Parquet or JSONL) for accuracy curves."),
+    typer.Option(
+        "--cross-sample",
+        "--xs",
+        help="Cross-sample results (Parquet or JSONL) for accuracy curves.",
+    ),
 ]
 Compare = Annotated[
     list[Path] | None,
@@ -274,7 +278,8 @@ Difference = Annotated[
     list[str] | None,
     typer.Option(
         "--difference",
-        help='Two settings of --xs to compare, "A - B", each side column=value[,column=value] '
+        help="Two settings of --cross-sample to compare, "
+        '"A - B", each side column=value[,column=value] '
         '(e.g. "policy=rl-replace - policy=base-greedy"): their difference with a paired '
         "problem-bootstrap CI (repeat).",
     ),

@@ -16,7 +16,7 @@ def plot(
     out: Annotated[
         Path, typer.Option("--out", "-o", help="Output directory for the figures and index.md.")
     ],
-    xs: options.CrossSample = None,
+    cross_sample: options.CrossSample = None,
     reference: options.Reference = None,
     recovery_at: options.RecoveryAt = None,
     compare: options.Compare = None,
@@ -44,12 +44,12 @@ def plot(
 ) -> None:
     """Draw every figure the tables allow into a directory, with an `index.md`.
 
-    From TOKENS, and --xs, --compare and --evolution, into --out: every figure the inputs allow,
-    says which it skipped and why, and writes index.md last, the figures under one heading per
-    paper; the directory appears only when complete. The core paper's figures are drawn on js, the
-    takeover paper's (Lorenz, early density, failure ROC, takeover knee) on ce_base_rl; with
-    --compare, the SFT-vs-RL side-by-side figures too. Figures that show raw values (KDEs, scatter)
-    draw a seeded random sample and say so.
+    From TOKENS, and --cross-sample, --compare and --evolution, into --out: every figure the
+    inputs allow, says which it skipped and why, and writes index.md last, the figures under one
+    heading per paper; the directory appears only when complete. The core paper's figures are
+    drawn on js, the takeover paper's (Lorenz, early density, failure ROC, takeover knee) on
+    ce_base_rl; with --compare, the SFT-vs-RL side-by-side figures too. Figures that show raw
+    values (KDEs, scatter) draw a seeded random sample and say so.
     """
     from divscope.figures.plot import evolution_steps
     from divscope.figures.plot import plot as run
@@ -60,7 +60,7 @@ def plot(
     report = run(
         tokens,
         out,
-        cross_sample=xs,
+        cross_sample=cross_sample,
         reference=reference,
         recovery_at=recovery_at,
         compare=options.compared_tables(compare, label),

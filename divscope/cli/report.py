@@ -14,7 +14,7 @@ from divscope.cli import options
 def report(
     tokens: options.TokenTable,
     out: Annotated[Path, typer.Option("--out", "-o", help="The HTML file to write.")],
-    xs: options.CrossSample = None,
+    cross_sample: options.CrossSample = None,
     compare: options.Compare = None,
     label: options.Label = None,
     evolution: options.Evolution = None,
@@ -44,10 +44,11 @@ def report(
 ) -> None:
     """Write one self-contained HTML report of a token table: summary, figures, token viewer.
 
-    Of TOKENS, and --xs, --compare and --evolution. The page holds the summary tables of both
-    papers' sections, the cross-sampling table with --xs, every figure `divscope plot` can draw from
-    the inputs (embedded), and a token viewer of --responses responses coloured by js, ce_base_rl,
-    kl_base_rl or entropy_base. It needs no network: send the one file.
+    Of TOKENS, and --cross-sample, --compare and --evolution. The page holds the summary tables of
+    both papers' sections, the cross-sampling table with --cross-sample, every figure
+    `divscope plot` can draw from the inputs (embedded), and a token viewer of --responses
+    responses coloured by js, ce_base_rl, kl_base_rl or entropy_base. It needs no network: send
+    the one file.
     """
     from divscope.figures.plot import evolution_steps
     from divscope.reporting.report import report as run
@@ -55,7 +56,7 @@ def report(
     result = run(
         tokens,
         out,
-        cross_sample=xs,
+        cross_sample=cross_sample,
         compare=options.compared_tables(compare, label),
         evolution=evolution_steps(evolution or []),
         responses=responses,

@@ -14,7 +14,7 @@ every figure and writes them all (the `divscope plot` command). `data` is a toke
 'JS divergence, top-p (nats)'
 """
 
-from divscope.figures.cross_sampling import (
+from divscope.figures.cross_sample import (
     cross_sampling_curves,
     delta_alignment,
     takeover_knee,

@@ -7,6 +7,7 @@ from matplotlib.figure import Figure
 
 from divscope import analyses
 from divscope.analyses._frames import Frame
+from divscope.estimators import Interval
 from divscope.figures.style import (
     BASE_COLOR,
     GREY,
@@ -84,5 +85,5 @@ def failure_roc(
     return figure
 
 
-def _interval(interval: analyses.Interval) -> str:
+def _interval(interval: Interval) -> str:
     return f"{interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}]"

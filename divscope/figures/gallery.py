@@ -27,7 +27,13 @@ from matplotlib.figure import Figure
 
 from divscope import analyses, figures
 from divscope.analyses._frames import Frame
-from divscope.analyses.summary import CORE_PAPER, JS_METRICS, RAST_PAPER, TAKEOVER_PAPER
+from divscope.analyses.summary import (
+    CORE_PAPER,
+    JS_METRICS,
+    RAST_PAPER,
+    SUMMARY_COLUMNS,
+    TAKEOVER_PAPER,
+)
 from divscope.defaults import CORE_METRIC, TAKEOVER_METRIC
 from divscope.errors import DivscopeError
 from divscope.figures.style import metric_symbol
@@ -364,7 +370,7 @@ MISSING_INPUT: dict[Need, str] = {
     "tokens": "no token table",
     "compare": "needs --compare OTHER (another token table, e.g. the SFT control)",
     "evolution": "needs --evolution with token tables of at least two RL checkpoints",
-    "cross_sample": "needs --xs RESULTS (divscope cross-sample output)",
+    "cross_sample": "needs --cross-sample RESULTS (divscope cross-sample output)",
 }
 
 
@@ -564,3 +570,13 @@ def _index(
         lines += [f"- `{name}`: {reason}" for name, reason in skipped.items()]
         lines.append("")
     return "\n".join(lines)
+
+
+def token_columns(*metrics: str) -> list[str]:
+    """The token-table columns the figures read (loaded once, shared by every figure): those of
+    `divscope analyze` and each divergence column a section draws on.
+
+    >>> token_columns("js", "ce_base_rl")[-2:]
+    ['js', 'ce_base_rl']
+    """
+    return list(dict.fromkeys([*SUMMARY_COLUMNS, *metrics]))

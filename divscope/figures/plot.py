@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from divscope.analyses.summary import JS_METRICS, SUMMARY_COLUMNS, section_metrics
+from divscope.analyses.summary import JS_METRICS, section_metrics
 from divscope.defaults import CORE_METRIC, FORMATS, N_BOOT, SEED, TAKEOVER_METRIC
 from divscope.errors import DivscopeError
 from divscope.figures.gallery import (
@@ -20,6 +20,7 @@ from divscope.figures.gallery import (
     check_formats,
     check_names,
     check_out,
+    token_columns,
     write_figures,
 )
 
@@ -48,16 +49,6 @@ def evolution_steps(specs: Sequence[str]) -> dict[int, Path]:
             raise DivscopeError(f"--evolution: step {step} given twice ({steps[step]}, {path}).")
         steps[step] = path
     return steps
-
-
-def token_columns(*metrics: str) -> list[str]:
-    """The token-table columns the figures read (loaded once, shared by every figure): those of
-    `divscope analyze` and each divergence column a section draws on.
-
-    >>> token_columns("js", "ce_base_rl")[-2:]
-    ['js', 'ce_base_rl']
-    """
-    return list(dict.fromkeys([*SUMMARY_COLUMNS, *metrics]))
 
 
 def plot(
@@ -142,7 +133,7 @@ def plot(
     if cross_sample is None and (reference is not None or recovery_at is not None):
         raise DivscopeError(
             "--reference and --recovery-at set the recovery of the cross-sample figures; give "
-            "the cross-sample results with --xs."
+            "the cross-sample results with --cross-sample."
         )
     core, takeover = section_metrics(metric, core_metric, takeover_metric)
     carried = rescale_thresholds and core not in JS_METRICS

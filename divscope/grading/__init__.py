@@ -3,8 +3,7 @@
 Graders are `(response, answer) -> bool | Verdict` functions looked up by name (`math`,
 `exact`, `lab`, or `module:function`); `grade_table` runs one over many responses in worker
 processes with a per-response time limit, and `divscope.grade` does so file to file.
-`pass_at_k`, `pass_at_k_curve`, `bootstrap_ci` and `Interval` are the analyses' own (one
-implementation), re-exported here.
+The estimators (`pass_at_k`, `bootstrap_ci`, `Interval`) live in `divscope.estimators`.
 
 >>> from divscope.grading import get_grader
 >>> get_grader("lab")(" 9 + 3 = 12. So the answer is \\\\boxed{12}.", "12")
@@ -19,11 +18,9 @@ _EXPORTS: dict[str, str] = {
     "GradeConfig": "divscope.grading.table",
     "GradeReport": "divscope.grading.grade",
     "Grader": "divscope.grading.registry",
-    "Interval": "divscope.analyses.stats",
     "Outcome": "divscope.grading.pool",
     "TimeoutPool": "divscope.grading.pool",
     "Verdict": "divscope.grading.verdict",
-    "bootstrap_ci": "divscope.analyses.stats",
     "final_answer": "divscope.grading.answer",
     "get_grader": "divscope.grading.registry",
     "grade_table": "divscope.grading.table",
@@ -31,8 +28,6 @@ _EXPORTS: dict[str, str] = {
     "known_graders": "divscope.grading.registry",
     "last_boxed": "divscope.grading.answer",
     "mean_at_n": "divscope.grading.accuracy",
-    "pass_at_k": "divscope.analyses.stats",
-    "pass_at_k_curve": "divscope.analyses.cross_sampling",
 }
 
 __all__ = sorted(_EXPORTS)

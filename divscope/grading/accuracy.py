@@ -1,7 +1,6 @@
 """Accuracy of graded responses: mean@n with a problem-level bootstrap interval.
 
-The estimators themselves (`pass_at_k`, `bootstrap_ci`) live in `divscope.analyses.stats`, once;
-`divscope.grading` re-exports them.
+The estimators themselves (`pass_at_k`, `bootstrap_ci`) live in `divscope.estimators`, once.
 
 >>> graded = pl.DataFrame({"prompt_id": ["a", "a", "b", "b"],
 ...                        "correct": [True, False, True, True]})
@@ -13,8 +12,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from divscope.analyses.stats import Interval, bootstrap_ci
 from divscope.errors import DivscopeError
+from divscope.estimators import Interval, bootstrap_ci
 from divscope.schema import require_columns
 
 

@@ -11,7 +11,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass
 
-from divscope.analyses.stats import Interval
+from divscope.estimators import Interval
 from divscope.grading.accuracy import mean_at_n
 from divscope.grading.registry import get_grader
 from divscope.grading.table import GradeConfig, grade_table

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
-from divscope.grading import bootstrap_ci
+from divscope.estimators import bootstrap_ci
 from divscope.lab.sampling import generate
 from divscope.lab.task import verify
 
@@ -17,7 +17,7 @@ from divscope.lab.task import verify
 class Accuracy:
     """Share of correct responses and its 95% CI.
 
-    The CI is divscope's percentile bootstrap over prompts (`divscope.grading.bootstrap_ci`):
+    The CI is divscope's percentile bootstrap over prompts (`divscope.estimators.bootstrap_ci`):
     samples of one prompt are resampled together, since they are not independent.
     """
 

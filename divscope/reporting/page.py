@@ -163,7 +163,7 @@ def cross_sampling_html(result: Summary) -> str:
     report = result.cross_sample
     if report is None:
         return ""
-    from divscope.analyses.cross_sample_report import (
+    from divscope.formatting import (
         budget_text,
         interval_text,
         labelled,

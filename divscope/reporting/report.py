@@ -2,8 +2,8 @@
 self-contained HTML file out.
 
 What `divscope report` runs: the summary of `divscope analyze` (both papers' sections, and the
-cross-sampling report with --xs), every figure `divscope plot` can draw from the inputs as an
-embedded PNG, and the token viewer's JSON document (`report.data`), put into one page
+cross-sampling report with --cross-sample), every figure `divscope plot` can draw from the
+inputs as an embedded PNG, and the token viewer's JSON document (`report.data`), put into one page
 (`report.page`) and written atomically.
 """
 
@@ -171,8 +171,7 @@ def report(
         >>> tmp.cleanup()
     """
     from divscope.analyses.summary import summary
-    from divscope.figures.gallery import PlotInputs
-    from divscope.figures.plot import token_columns
+    from divscope.figures.gallery import PlotInputs, token_columns
     from divscope.io import TokenTableWriter, read_table, scan_token_table, table_name
     from divscope.parts import write_atomically
     from divscope.progress import note

@@ -38,7 +38,6 @@ from typing import Any
 
 import polars as pl
 
-from divscope.analyses.stats import Interval
 from divscope.analyses.summary import Summary
 from divscope.defaults import (
     CALIBRATION_SAMPLES,
@@ -50,6 +49,7 @@ from divscope.defaults import (
     TAKEOVER_RATE,
 )
 from divscope.errors import DivscopeError
+from divscope.estimators import Interval
 
 MANIFEST = "quickstart.json"
 """The record of the stages done, in the output directory."""
@@ -217,7 +217,7 @@ def headline(summary: Summary, results: pl.DataFrame, *, n_boot: int, seed: int)
     Returns:
         A `Headline`.
     """
-    from divscope.analyses.cross_sampling import takeover_knee
+    from divscope.analyses.cross_sample import takeover_knee
 
     core, takeover = summary.core, summary.takeover
     knee = takeover_knee(results, KNEE_POLICY, n_boot=n_boot, seed=seed, confidence=CONFIDENCE)
@@ -656,7 +656,7 @@ def _stages(paths: _Paths, family: _Lab, config: QuickstartConfig, progress: boo
 
     def analyze(resume: bool) -> str:
         from divscope.analyses.analyze import analyze as summarize
-        from divscope.analyses.analyze import digest
+        from divscope.formatting import digest
         from divscope.io import read_table, write_json
         from divscope.parts import write_atomically
 

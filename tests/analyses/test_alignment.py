@@ -7,7 +7,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from divscope.analyses import delta_alignment, problem_bootstrap_weights
+from divscope.analyses import delta_alignment
+from divscope.estimators import problem_bootstrap_weights
 
 
 def cosines() -> pl.DataFrame:

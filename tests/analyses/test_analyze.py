@@ -12,8 +12,8 @@ import pytest
 
 import divscope
 from divscope.analyses import summary
-from divscope.analyses.analyze import digest
 from divscope.errors import DivscopeError
+from divscope.formatting import digest
 from divscope.params import ModelPair
 from divscope.schema import TOKEN_TABLE
 

@@ -6,8 +6,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from divscope.analyses import path_coverage, problem_bootstrap_weights
+from divscope.analyses import path_coverage
 from divscope.errors import DivscopeError
+from divscope.estimators import problem_bootstrap_weights
 
 
 def coverage_table() -> pl.DataFrame:

@@ -10,10 +10,10 @@ import pytest
 from divscope.analyses import (
     cross_sample_report,
     cross_sampling_curve,
-    curve_text,
     setting_difference,
     to_jsonable,
 )
+from divscope.formatting import cross_sample_text, curve_text
 from divscope.schema import CROSS_SAMPLE, CROSS_SAMPLE_PARAMS
 
 SETTINGS = [
@@ -81,7 +81,9 @@ def test_report_holds_every_part_the_data_allow():
 
 
 def test_report_text_has_a_section_per_part():
-    text = cross_sample_report(full_results(), differences=[DIFFERENCE], n_boot=20).to_text()
+    text = cross_sample_text(
+        cross_sample_report(full_results(), differences=[DIFFERENCE], n_boot=20)
+    )
     for heading in (
         "reference: the matched `rl` control",
         "Per benchmark:",
@@ -105,7 +107,7 @@ def test_report_notes_what_old_results_lack():
     assert report.switch_pairs is None and report.flips is None and report.pass_at_k is not None
     assert any(note.startswith("flips skipped") for note in report.notes)
     assert any(note.startswith("switch pairs skipped") for note in report.notes)
-    assert "on pass@2" in report.to_text()
+    assert "on pass@2" in cross_sample_text(report)
 
 
 def test_curve_text_shows_sampling_only_where_it_differs():
@@ -141,6 +143,6 @@ def test_report_has_recovery_per_eps_and_map_agreement():
     )
     report = cross_sample_report(results, n_boot=20)
     assert report.map_agreement.select("eps", "agreement").rows() == [(0.01, 1.0), (0.1, 0.5)]
-    text = report.to_text()
+    text = cross_sample_text(report)
     assert "Map agreement (switch positions whose online JS exceeds eps):" in text
     assert "recovery [95% CI]  switches/resp." in text

@@ -7,8 +7,9 @@ import polars as pl
 import pytest
 from scipy.stats import mannwhitneyu
 
-from divscope.analyses import auroc, failure_auroc, failure_roc, response_scores, roc_points
+from divscope.analyses import failure_auroc, failure_roc, response_scores, roc_points
 from divscope.errors import DivscopeError
+from divscope.estimators import auroc
 
 
 def graded(n_prompts: int = 6, samples: int = 4, length: int = 8, seed: int = 0) -> pl.DataFrame:

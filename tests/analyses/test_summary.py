@@ -15,6 +15,7 @@ from divscope.analyses import CoreThresholds, section_metrics, summary, to_jsona
 from divscope.analyses.cross_sample_report import cross_sample_report
 from divscope.analyses.summary import CORE_PAPER
 from divscope.errors import DivscopeError
+from divscope.formatting import cross_sample_text
 from tests.synthetic import synthetic_results, synthetic_tokens
 
 SUMMARY_MODULE = importlib.import_module("divscope.analyses.summary")
@@ -164,9 +165,6 @@ def test_the_cross_sample_report_is_wired_through(monkeypatch):
     class Report:
         value: int
 
-        def to_text(self) -> str:
-            return "the report"
-
     def report(results, **kwargs):
         calls.append((results, kwargs))
         return Report(1)
@@ -204,7 +202,7 @@ def test_the_cross_sample_report_is_the_reports_own():
     frame = token_table()
     result = summary(frame, cross_sample=results, recovery_at=2, n_boot=10, seed=1)
     expected = cross_sample_report(results, recovery_at=2, tokens=frame, n_boot=10, seed=1)
-    assert result.cross_sample.to_text() == expected.to_text()
+    assert cross_sample_text(result.cross_sample) == cross_sample_text(expected)
     assert json.dumps(result.to_dict(), allow_nan=False)
 
 

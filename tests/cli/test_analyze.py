@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+from divscope import formatting
 from divscope.cli import app
 from divscope.schema import TOKEN_TABLE
 
@@ -139,8 +140,8 @@ def test_rescaled_thresholds_are_printed_and_stored(tokens, tmp_path):
         (["--metric", "nope"], "missing column(s) 'nope'"),
         (["--label", "x"], "--label given 1 times but --compare only 0 times"),
         (["--compare", "missing.parquet"], "no such token table"),
-        (["--recovery-at", "8"], "pass the results too (--xs)"),
-        (["--xs", "xs.parquet", "--reference", "runs/thinking.parquet"], "no such file"),
+        (["--recovery-at", "8"], "pass the results too (--cross-sample)"),
+        (["--cross-sample", "xs.parquet", "--reference", "runs/thinking.parquet"], "no such file"),
     ],
 )
 def test_analyze_bad_input_is_one_line_with_status_2(tokens, tmp_path, extra, message):
@@ -167,8 +168,7 @@ def test_the_cross_sample_flags_reach_the_report(tokens, tmp_path, monkeypatch):
 
     @dataclasses.dataclass(frozen=True)
     class Report:
-        def to_text(self) -> str:
-            return "REPORT TEXT"
+        pass
 
     def report(results, **kwargs):
         calls.append(kwargs)
@@ -176,11 +176,12 @@ def test_the_cross_sample_flags_reach_the_report(tokens, tmp_path, monkeypatch):
 
     summary_module = importlib.import_module("divscope.analyses.summary")
     monkeypatch.setattr(summary_module, "cross_sample_report", report)
+    monkeypatch.setattr(formatting, "cross_sample_text", lambda report: "REPORT TEXT")
     xs = tmp_path / "xs.jsonl"
     xs.write_text(json.dumps({"prompt_id": "p0", "policy": "rl", "correct": True}) + "\n")
     thinking = tmp_path / "thinking.jsonl"
     thinking.write_text(json.dumps({"prompt_id": "p0", "correct": True}) + "\n")
-    args = ["--xs", xs, "--recovery-at", "8", "--difference", D1, "--difference", D2]
+    args = ["--cross-sample", xs, "--recovery-at", "8", "--difference", D1, "--difference", D2]
     for reference in (thinking, "rl"):
         out = tmp_path / f"{len(calls)}.json"
         result = run(tokens, "--out", out, *args, "--reference", reference, "--n-boot", "5")
@@ -232,7 +233,7 @@ def test_analyze_by_difficulty_recovery_from_the_base_control(tokens, tmp_path):
     ]  # fmt: skip
     xs.write_text("".join(json.dumps(row) + "\n" for row in rows))
     out = tmp_path / "s.json"
-    result = run(tokens, "--out", out, "--xs", xs, "--difficulty", xs, "--n-boot", "10")
+    result = run(tokens, "--out", out, "--cross-sample", xs, "--difficulty", xs, "--n-boot", "10")
     assert result.exit_code == 0, result.output
     for level in ("hard", "medium", "easy"):
         assert f"Recovery, {level} prompts:" in result.output

@@ -46,7 +46,7 @@ def test_plot_writes_chosen_figures_and_says_what_it_skipped(tables, tmp_path):
     assert result.exit_code == 0, result.output
     assert "  lorenz\n" in result.output
     assert "evolution: skipped, needs --evolution" in result.output
-    assert "cross_sampling_curves: skipped, needs --xs" in result.output
+    assert "cross_sampling_curves: skipped, needs --cross-sample" in result.output
     assert "Wrote 2 figures (2 skipped)" in result.output
     names = sorted(p.name for p in out.iterdir())
     assert names == [
@@ -62,7 +62,7 @@ def test_plot_with_evolution_and_cross_sample(tables, tmp_path):
             "plot", str(tables["tokens"]), "-o", str(out), "--format", "png",
             "--figure", "evolution", "--figure", "takeover_knee",
             "--evolution", str(tables["step10"]), "--evolution", f"100={tables['tokens']}",
-            "--xs", str(tables["xs"]), "--n-boot", "20",
+            "--cross-sample", str(tables["xs"]), "--n-boot", "20",
         ],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -154,5 +154,5 @@ def test_plot_recovery_options_need_the_cross_sample_results(tables, tmp_path):
     arguments = ["plot", str(tables["tokens"]), "-o", str(out), "--reference", "thinking"]
     result = runner.invoke(app, arguments)
     assert result.exit_code == 2
-    assert "give the cross-sample results with --xs" in result.output
+    assert "give the cross-sample results with --cross-sample" in result.output
     assert "Traceback" not in result.output and not out.exists()

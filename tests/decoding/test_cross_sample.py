@@ -8,9 +8,9 @@ import math
 import polars as pl
 import pytest
 
-from divscope.analyses.cross_sampling import cross_sampling_curve
-from divscope.decoding.cross_sample import format_summary
+from divscope.analyses.cross_sample import cross_sampling_curve
 from divscope.errors import DivscopeError
+from divscope.formatting import format_summary
 
 
 def results(forward_eps: list[float]) -> pl.DataFrame:

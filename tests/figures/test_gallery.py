@@ -31,7 +31,7 @@ def test_write_figures_skips_what_the_inputs_do_not_allow(tokens, tmp_path):
     ]
     assert set(report.skipped) == {"compare_sparsity", "evolution", "cross_sampling_curves"}
     assert "--compare" in report.skipped["compare_sparsity"]
-    assert "--xs" in report.skipped["cross_sampling_curves"]
+    assert "--cross-sample" in report.skipped["cross_sampling_curves"]
     assert [name for name, _ in seen] == CHEAP
     assert sorted(p.name for p in out.iterdir()) == [
         "index.md", "percentile_curve.png", "percentile_curve.svg",

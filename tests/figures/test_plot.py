@@ -9,7 +9,8 @@ import pytest
 
 import divscope.figures.plot as figures_plot
 from divscope.errors import DivscopeError
-from divscope.figures.plot import evolution_steps, plot, token_columns
+from divscope.figures.gallery import token_columns
+from divscope.figures.plot import evolution_steps, plot
 
 
 def test_evolution_steps():
@@ -79,5 +80,5 @@ def test_reference_and_recovery_reach_the_cross_sample_figures(
     assert seen[1].reference.equals(results.filter(policy="rl"))
     with pytest.raises(DivscopeError, match="--reference runs/thinking.parquet: no such file"):
         plot(tmp_path / "rl.parquet", tmp_path / "c", reference="runs/thinking.parquet", **common)
-    with pytest.raises(DivscopeError, match="give the cross-sample results with --xs"):
+    with pytest.raises(DivscopeError, match="give the cross-sample results with --cross-sample"):
         plot(tmp_path / "rl.parquet", tmp_path / "d", recovery_at=8)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from divscope.analyses.stats import Interval
 from divscope.errors import DivscopeError
+from divscope.estimators import Interval
 from divscope.study.quickstart import (
     MANIFEST,
     Headline,

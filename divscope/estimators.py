@@ -1,6 +1,8 @@
-"""Estimators shared by every analysis: pass@k, majority@k, AUROC and the problem bootstrap.
+"""Estimators shared by grading and the analyses: pass@k, majority@k, AUROC and the problem
+bootstrap.
 
-Each is defined here once; grading, analyses and figures import them from `divscope.analyses`.
+Each is defined here once, on the ground floor (this module imports no other divscope module
+but `divscope.errors`); grading, analyses and figures import them from `divscope.estimators`.
 The bootstrap resamples *problems* (prompts) with replacement, never single responses: the
 responses to one prompt are correlated, and the papers report intervals over problems. With
 several benchmarks it resamples within each benchmark (stratified), so every resample keeps

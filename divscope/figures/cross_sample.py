@@ -15,7 +15,7 @@ from matplotlib.lines import Line2D
 from divscope import analyses
 from divscope.analyses._frames import Frame
 from divscope.analyses.controls import SAMPLING_COLUMNS, format_value
-from divscope.analyses.cross_sampling import REFERENCE, sampling_label
+from divscope.analyses.cross_sample import REFERENCE, sampling_label
 from divscope.errors import DivscopeError
 from divscope.figures.style import (
     BASE_COLOR,

@@ -12,15 +12,14 @@ import pytest
 from divscope.analyses import (
     cross_sampling_curve,
     majority_at_k_curve,
-    pass_at_k,
     pass_at_k_curve,
-    problem_bootstrap_weights,
     setting_difference,
     setting_differences,
     setting_labels,
     takeover_knee,
 )
 from divscope.errors import DivscopeError
+from divscope.estimators import pass_at_k, problem_bootstrap_weights
 
 BASE_COLUMNS = ["prompt_id", "policy", "budget", "correct", "n_tokens", "n_switches", "n_effective"]
 

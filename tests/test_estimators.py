@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy.stats import mannwhitneyu
 
-from divscope.analyses import (
+from divscope.errors import DivscopeError
+from divscope.estimators import (
     PairedBootstrap,
     Resampled,
     auroc,
@@ -22,7 +23,6 @@ from divscope.analyses import (
     problem_bootstrap_weights,
     weighted_auroc,
 )
-from divscope.errors import DivscopeError
 
 
 @pytest.mark.parametrize(

@@ -42,7 +42,8 @@ from divscope.analyses.controls import (
     parse_difference,
     prompt_benchmarks,
 )
-from divscope.analyses.stats import (
+from divscope.errors import DivscopeError
+from divscope.estimators import (
     MAJORITY_SUBSETS,
     Interval,
     PairedBootstrap,
@@ -51,7 +52,6 @@ from divscope.analyses.stats import (
     majority_at_k,
     pass_at_k,
 )
-from divscope.errors import DivscopeError
 from divscope.grading.answer import final_answer, last_boxed
 from divscope.schema import SETTING_COLUMNS
 
@@ -810,7 +810,7 @@ def majority_at_k_curve(
 
     A response's answer is `divscope.grading.answer.final_answer` of its `response` when the
     response has a complete `\\boxed{}`; a response without one is unanswered and votes for
-    nothing. Per prompt, majority@k is `divscope.analyses.stats.majority_at_k` over the
+    nothing. Per prompt, majority@k is `divscope.estimators.majority_at_k` over the
     prompt's responses in `sample_id` order (when present): exact when the prompt has at most
     `n_subsets` k-subsets (always for k = n), otherwise the mean over `n_subsets` random
     k-subsets drawn with a generator seeded from `seed`, the prompt and k, so that the settings
