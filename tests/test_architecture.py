@@ -126,6 +126,157 @@ def test_import_rules(rule):
     assert not violations, "\n".join(violations)
 
 
+# The floors of the package, bottom to top. A module may import its own floor and the floors
+# below; an import that runs upward breaks the layering. A module's floor is that of the longest
+# prefix listed here, so that `divscope.lab.task` (the lab's verifier, which grading names)
+# sits below the rest of the lab. Listed modules that do not exist are not an error: the table
+# names the rooms, whichever branch has built them.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "ground",
+        (
+            "divscope._lazy", "divscope.errors", "divscope.defaults", "divscope.schema",
+            "divscope.estimators", "divscope.io", "divscope.output", "divscope.prompts",
+            "divscope.progress", "divscope.vocab", "divscope.oom", "divscope.memory_plan",
+            "divscope.distributed", "divscope.testing",
+        ),
+    ),
+    (
+        "engines",
+        (
+            "divscope.models", "divscope.scoring", "divscope.generation", "divscope.decoding",
+            "divscope.grading", "divscope.lab.task",
+        ),
+    ),
+    ("lab", ("divscope.lab",)),
+    ("analyses", ("divscope.analyses",)),
+    ("formatting", ("divscope.formatting",)),
+    ("figures", ("divscope.figures",)),
+    ("reporting", ("divscope.reporting",)),
+    ("quickstart", ("divscope.quickstart",)),
+    ("cli", ("divscope.cli", "divscope.__main__")),
+)  # fmt: skip
+# The package root is the facade: it names every command for lazy loading (`_EXPORTS`) and
+# holds `__version__`, which any floor may read. Its own imports are not checked.
+FACADE = "divscope"
+
+
+def floor(module: str, layers=LAYERS) -> int | None:
+    """The index in `layers` of `module`'s floor, by its longest listed prefix (None if none)."""
+    matches = [
+        (len(prefix), index)
+        for index, (_, prefixes) in enumerate(layers)
+        for prefix in prefixes
+        if within(module, prefix)
+    ]
+    return max(matches)[1] if matches else None
+
+
+def import_graph(modules=None) -> dict[str, dict[str, int]]:
+    """module -> {divscope module it imports: first line}, each name resolved to the longest
+    existing module it lies within (`divscope.io.read_table` -> `divscope.io`)."""
+    modules = MODULES if modules is None else modules
+    graph: dict[str, dict[str, int]] = {}
+    for module, (_, tree) in modules.items():
+        edges = graph.setdefault(module, {})
+        for line, name in imported_names(module, tree):
+            target = max((m for m in modules if within(name, m)), key=len, default=None)
+            if target not in (None, module, FACADE):
+                edges.setdefault(target, line)
+    return graph
+
+
+def upward_imports(modules=None, layers=LAYERS) -> list[str]:
+    """`path:line: ...` for each import that runs to a higher floor (and each module with none)."""
+    modules = MODULES if modules is None else modules
+    found = []
+    for module, edges in import_graph(modules).items():
+        if module == FACADE:
+            continue
+        where = modules[module][0].relative_to(PACKAGE.parent)
+        own = floor(module, layers)
+        if own is None:
+            found.append(f"{where}: {module} has no floor in tests/test_architecture.py LAYERS")
+            continue
+        for target, line in edges.items():
+            above = floor(target, layers)
+            if above is not None and above > own:
+                found.append(
+                    f"{where}:{line}: {module} ({layers[own][0]}) imports {target} "
+                    f"({layers[above][0]}), a floor above"
+                )
+    return found
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The cycles of `graph`: its strongly connected components of more than one node (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    components = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for succ in graph.get(node, ()):
+            if succ not in index:
+                visit(succ)
+                low[node] = min(low[node], low[succ])
+            elif succ in stack:
+                low[node] = min(low[node], index[succ])
+        if low[node] == index[node]:
+            component = []
+            while not component or component[-1] != node:
+                component.append(stack.pop())
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return components
+
+
+def room(module: str) -> str:
+    """The room a module belongs to: its longest prefix in LAYERS (`divscope.decoding.lockstep`
+    -> `divscope.decoding`, `divscope.lab.task` -> itself), else its top-level name."""
+    listed = [p for _, prefixes in LAYERS for p in prefixes if within(module, p)]
+    return max(listed, key=len) if listed else ".".join(module.split(".")[:2])
+
+
+def import_cycles(modules=None) -> list[str]:
+    """Each cycle of imports between modules, and between rooms (`decoding` <-> `generation`).
+    A cycle that crosses floors also has an upward import; it is reported by both tests.
+
+    A package's `__init__` re-exporting its own modules is not a cycle with them: edges from a
+    package to the modules below it are left out of the module graph.
+    """
+    graph = import_graph(modules)
+    between_modules = {
+        module: {t for t in edges if not within(t, module)} for module, edges in graph.items()
+    }
+    between_rooms: dict[str, set[str]] = {}
+    for module, edges in graph.items():
+        between_rooms.setdefault(room(module), set()).update(
+            room(t) for t in edges if room(t) != room(module)
+        )
+    return [
+        f"import cycle between {kind}: {' <-> '.join(cycle)}"
+        for kind, g in (("modules", between_modules), ("rooms", between_rooms))
+        for cycle in strongly_connected(g)
+    ]
+
+
+def test_no_import_runs_upward():
+    violations = upward_imports()
+    assert not violations, "\n".join(violations)
+
+
+def test_no_import_cycles():
+    cycles = import_cycles()
+    assert not cycles, "\n".join(cycles)
+
+
 # A definition whose name says it computes top-p truncation, JS, KL (JS is built from it), CE
 # or entropy: one of these words between underscores (or at either end) of its snake_case name.
 # `divergence` alone is not one: every analysis of this package is about divergence.
