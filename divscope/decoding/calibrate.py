@@ -13,7 +13,8 @@ from collections.abc import Sequence
 import polars as pl
 
 from divscope.decoding.calibration import Calibration, calibrate_table
-from divscope.decoding.lockstep import DecodeConfig, Request
+from divscope.decoding.lockstep import DecodeConfig
+from divscope.decoding.request import Request
 from divscope.defaults import (
     CALIBRATION_SAMPLES,
     DEVICE,

@@ -16,9 +16,10 @@ from typing import Any
 
 import polars as pl
 
-from divscope.decoding.lockstep import DecodeConfig, Decoded, Request, decoding_models
+from divscope.decoding.lockstep import DecodeConfig, Decoded, decoding_models
 from divscope.decoding.maps import DivergenceMap
 from divscope.decoding.policies import Base, Early, Forward, Policy, Reverse
+from divscope.decoding.request import Request
 from divscope.defaults import BUDGETS, DEVICE, DTYPE, GRADE_TIMEOUT, SAMPLES
 from divscope.errors import DivscopeError
 from divscope.progress import Progress

@@ -43,6 +43,7 @@ from torch import Tensor
 from divscope.decoding.cache import new_cache
 from divscope.decoding.policies import Policy, StepView
 from divscope.decoding.randomness import Stream, inverse_cdf, uniforms
+from divscope.decoding.request import Request
 from divscope.defaults import BATCH_SIZE, SEED
 from divscope.errors import DivscopeError
 from divscope.memory import PLACEMENT_ADVICE, halving
@@ -104,20 +105,6 @@ class DecodeConfig:
         check_head_dtype(self.head_dtype)
         if self.max_memory is not None and self.max_memory < 1:
             raise DivscopeError(f"--max-memory must be >= 1 byte, got {self.max_memory}.")
-
-
-@dataclass(frozen=True)
-class Request:
-    """One response to decode."""
-
-    prompt_id: str
-    sample_id: int
-    prompt_ids: tuple[int, ...]
-    budget: int = -1
-    """Most switches allowed; −1 = unlimited."""
-    map_steps: tuple[int, ...] | None = None
-    """The steps of a retrospective map where the policy's response is divergent (the map's
-    positions, less a forced opening's length); None without one."""
 
 
 DELTA_MODELS: tuple[str, ...] = ("base", "rl", "rast_base", "rast_rl")

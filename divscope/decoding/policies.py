@@ -43,7 +43,7 @@ from divscope.scoring.stats import (
 )
 
 if TYPE_CHECKING:
-    from divscope.decoding.lockstep import Request
+    from divscope.decoding.request import Request
 
 
 class StepView:
