@@ -168,7 +168,7 @@ def lean_loop(args, models, vocab: int) -> None:
         tokenizer = load_tokenizer(f"{args.models}/base")
         stops = [tokenizer.eos_token_id]
         if args.prompts:
-            from divscope.io import prompt_token_ids, read_prompts
+            from divscope.prompts import prompt_token_ids, read_prompts
 
             frame = read_prompts(args.prompts).head(max(args.batches))
             prompts = prompt_token_ids(frame, tokenizer, source=args.prompts)

@@ -30,10 +30,6 @@ from divscope.parts import (
 )
 from divscope.schema import (
     CROSS_SAMPLE,
-    PROMPT_IDS,
-    PROMPT_KEY,
-    PROMPT_OPTIONAL,
-    PROMPT_TEXT,
     TOKEN_TABLE,
     TRAJECTORY_IDS,
     TRAJECTORY_KEY,
@@ -187,7 +183,7 @@ def read_trajectories(path: str | os.PathLike) -> pl.DataFrame:
     if has_ids:
         casts |= {c: pl.List(pl.Int64()) for c in TRAJECTORY_IDS}
     casts |= {c: t for c, t in TRAJECTORY_OPTIONAL.items() if c in frame.columns}
-    frame = _cast_columns(frame, casts, source=source)
+    frame = cast_columns(frame, casts, source=source)
     needed = [*TRAJECTORY_KEY, *(TRAJECTORY_IDS if has_ids else TRAJECTORY_TEXT)]
     for column in needed:
         nulls = frame.filter(pl.col(column).is_null())
@@ -204,7 +200,7 @@ def read_trajectories(path: str | os.PathLike) -> pl.DataFrame:
     return frame
 
 
-def _cast_columns(
+def cast_columns(
     frame: pl.DataFrame, casts: Mapping[str, pl.DataType], *, source: str
 ) -> pl.DataFrame:
     """`frame` with each column of `casts` cast strictly to its type.
@@ -434,80 +430,6 @@ def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
     if METADATA_KEY not in metadata:
         raise DivscopeError(f"{first}: no 'divscope' metadata; was it written by divscope score?")
     return json.loads(metadata[METADATA_KEY])
-
-
-# ---------------------------------------------------------------- prompts
-
-
-def read_prompts(path: str | os.PathLike) -> pl.DataFrame:
-    """Read and validate a prompt file: `prompt_id` (unique) and `prompt` (text) or
-    `prompt_ids` (token ids), optional `answer`; other columns are carried through.
-
-    Returns the frame with `prompt_id` and `answer` as strings, `prompt_ids` as list[int64].
-
-    Raises:
-        DivscopeError: a missing column, a null or duplicate prompt id, or a null prompt.
-
-    >>> prompts = read_prompts("fixtures/lab/prompts/eval.jsonl")  # the lab's
-    >>> prompts.height, prompts["answer"].dtype
-    (256, String)
-    """
-    frame = read_table(path)
-    source = str(path)
-    require_columns(frame.columns, [PROMPT_KEY], source=source, what="prompts")
-    column = PROMPT_IDS if PROMPT_IDS in frame.columns else PROMPT_TEXT
-    if column not in frame.columns:
-        raise DivscopeError(
-            f"{source}: prompts need 'prompt' (templated text) or 'prompt_ids' (token ids); "
-            f"present: {', '.join(frame.columns)}."
-        )
-    casts: dict[str, pl.DataType] = {PROMPT_KEY: pl.String()}
-    casts[column] = pl.List(pl.Int64()) if column == PROMPT_IDS else pl.String()
-    casts |= {c: t for c, t in PROMPT_OPTIONAL.items() if c in frame.columns}
-    frame = _cast_columns(frame, casts, source=source)
-    for name in (PROMPT_KEY, column):
-        nulls = frame.with_row_index().filter(pl.col(name).is_null())
-        if nulls.height:
-            raise DivscopeError(f"{source}: {name!r} is null in row {nulls['index'][0]}.")
-    duplicated = frame.filter(pl.col(PROMPT_KEY).is_duplicated())
-    if duplicated.height:
-        raise DivscopeError(
-            f"{source}: duplicate prompt_id {duplicated[PROMPT_KEY][0]!r}; prompt ids must be "
-            "unique."
-        )
-    return frame
-
-
-def prompt_token_ids(frame: pl.DataFrame, tokenizer: Any, *, source: str) -> list[list[int]]:
-    """The token ids of each prompt of `read_prompts`' frame: `prompt_ids` as given, or the text
-    tokenized as the model sees it (special tokens added, e.g. BOS).
-
-    Raises:
-        DivscopeError: an empty prompt or an id outside the tokenizer's vocabulary.
-
-    >>> from divscope.models import load_tokenizer
-    >>> prompts = read_prompts("fixtures/lab/prompts/eval.jsonl").head(2)
-    >>> ids = prompt_token_ids(prompts, load_tokenizer("fixtures/lab/base"), source="eval.jsonl")
-    >>> [len(prompt) for prompt in ids]
-    [48, 55]
-    """
-    if PROMPT_IDS in frame.columns:
-        prompts = frame[PROMPT_IDS].to_list()
-    else:
-        prompts = [tokenizer(text)["input_ids"] for text in frame[PROMPT_TEXT].to_list()]
-    vocab = len(tokenizer)
-    for prompt_id, ids in zip(frame[PROMPT_KEY].to_list(), prompts, strict=True):
-        if not ids:
-            raise DivscopeError(
-                f"{source}: prompt_id={prompt_id!r} has no tokens; every prompt needs at least one."
-            )
-        bad = [i for i in ids if not 0 <= i < vocab]
-        if bad:
-            raise DivscopeError(
-                f"{source}: prompt_id={prompt_id!r} holds token id {bad[0]}, outside the "
-                f"tokenizer's vocabulary [0, {vocab}); were these ids made with another tokenizer?"
-            )
-    return prompts
 
 
 # ---------------------------------------------------------------- cross-sample results

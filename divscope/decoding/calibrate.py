@@ -126,7 +126,7 @@ def _score_base_samples(
     from divscope.decoding.cross_sample import load, note_length_cap
     from divscope.decoding.lockstep import decode
     from divscope.decoding.policies import Base
-    from divscope.io import read_prompts
+    from divscope.prompts import read_prompts
     from divscope.scoring.engine import ScoreConfig, score_table
 
     frame = read_prompts(prompts)

@@ -149,9 +149,10 @@ def cross_sample(
     from divscope.decoding.lockstep import planned
     from divscope.distributed import current_world
     from divscope.grading import GradeConfig, get_grader, grade_table
-    from divscope.io import cross_sample_frame, read_cross_sample, read_prompts
+    from divscope.io import cross_sample_frame, read_cross_sample
     from divscope.models import describe_model, describe_placement
     from divscope.parts import Parts, check_output, frame_digest, share_note
+    from divscope.prompts import read_prompts
 
     world = current_world(shard, device, device_map)
     check_output(out, world)
@@ -482,7 +483,7 @@ def load(
     before any model loads.
 
     Args:
-        frame: prompts as `io.read_prompts` returns them.
+        frame: prompts as `prompts.read_prompts` returns them.
         source: the prompts file, for error messages.
         paths: model name -> local directory or hub id; the first model's tokenizer is used.
         dtype: weights dtype of every model (`models.run_dtype`).
@@ -502,9 +503,8 @@ def load(
             token or an id outside the shared vocabulary, a model that cannot be loaded, or a
             bad `--stop`.
     """
-    from divscope.generation.prompts import chat_prompts
-    from divscope.io import prompt_token_ids
     from divscope.models import load_models, load_tokenizer, stop_ids
+    from divscope.prompts import chat_prompts, prompt_token_ids
     from divscope.vocab import check_tokenizers
 
     tokenizers = {name: load_tokenizer(path) for name, path in paths.items()}

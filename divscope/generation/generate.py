@@ -186,10 +186,9 @@ def generate(
         >>> tmp.cleanup()
     """
     from divscope.distributed import current_world
-    from divscope.generation.prompts import chat_prompts, prompt_texts
-    from divscope.io import prompt_token_ids, read_prompts
     from divscope.models import load_tokenizer
     from divscope.parts import Parts
+    from divscope.prompts import chat_prompts, prompt_texts, prompt_token_ids, read_prompts
 
     if config.engine == "vllm" and (device != DEVICE or device_map is not None):
         flag = "--device-map" if device_map is not None else f"--device {device}"

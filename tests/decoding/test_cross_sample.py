@@ -141,7 +141,7 @@ def test_forced_prefix_opens_the_response_and_decoding_continues_after_it(
     from divscope.decoding import DecodeConfig, Request, decode
     from divscope.decoding.cross_sample import load
     from divscope.decoding.policies import Base, Forward
-    from divscope.io import read_prompts
+    from divscope.prompts import read_prompts
 
     policies = [Base(), Forward(eps=0.1)]
     results = _cross_sample(prompts, tiny_pair, tmp_path / "r.parquet", policies,

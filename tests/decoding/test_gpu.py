@@ -35,8 +35,8 @@ NEVER = float("inf")  # an eps no JS reaches: never switch
 @pytest.fixture(scope="module")
 def lab():
     """The lab's base and rl models in bfloat16 on cuda, and 24 eval prompts × 2 samples."""
-    from divscope.io import prompt_token_ids, read_prompts
     from divscope.models import load_model, load_tokenizer
+    from divscope.prompts import prompt_token_ids, read_prompts
 
     tokenizer = load_tokenizer(str(LAB / "base"))
     models = {

@@ -234,8 +234,8 @@ def vllm_engine():
 
 @pytest.mark.gpu
 def test_the_same_prompts_give_the_same_samples(vllm_engine):
-    from divscope.io import prompt_token_ids
     from divscope.models import load_tokenizer
+    from divscope.prompts import prompt_token_ids
 
     tokenizer = load_tokenizer(str(LAB / "base"))
     frame = pl.DataFrame(_lab_prompts(8))
