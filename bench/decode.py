@@ -98,7 +98,7 @@ def main() -> None:
     import torch
 
     from divscope.decoding import DecodeConfig, Request, build_policy, decode
-    from divscope.scoring.stats import StatsConfig
+    from divscope.scoring.metrics import StatsConfig
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -161,7 +161,7 @@ def lean_loop(args, models, vocab: int) -> None:
     import divscope.decoding.lockstep as lockstep
     from divscope.decoding import DecodeConfig, Request, build_policy, decode
     from divscope.models import load_tokenizer
-    from divscope.scoring.stats import StatsConfig
+    from divscope.scoring.metrics import StatsConfig
 
     prompts = None
     if args.models:

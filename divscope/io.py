@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from divscope.errors import DivscopeError
-from divscope.parts import (
+from divscope.output import (
     JSONL_SUFFIXES,
     METADATA_KEY,
     PARQUET_SUFFIXES,

@@ -21,7 +21,7 @@ import pytest
 import divscope
 
 PACKAGE = Path(divscope.__file__).parent
-STATS = "divscope.scoring.stats"
+METRICS = "divscope.scoring.metrics"
 # A whole string that names a divscope module, optionally with `:function`.
 MODULE_STRING = re.compile(r"^(divscope(?:\.\w+)+)(?::\w+)?$")
 
@@ -153,7 +153,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("formatting", ("divscope.formatting",)),
     ("figures", ("divscope.figures",)),
     ("reporting", ("divscope.reporting",)),
-    ("quickstart", ("divscope.quickstart",)),
+    ("lab_study", ("divscope.lab_study",)),
     ("cli", ("divscope.cli", "divscope.__main__")),
 )  # fmt: skip
 # The package root is the facade: it names every command for lazy loading (`_EXPORTS`) and
@@ -285,7 +285,7 @@ METRIC_NAME = re.compile(
     r"|leibler|ce|cross_?entropy|entrop(?:y|ies))(?:_|$)"
 )
 
-# Definitions outside scoring/stats.py whose names mention a metric but implement none.
+# Definitions outside scoring/metrics.py whose names mention a metric but implement none.
 # Module -> qualified name -> why it is allowed.
 NAMES_THAT_ONLY_MENTION_A_METRIC: dict[str, dict[str, str]] = {
     "divscope.analyses.shift": {
@@ -305,13 +305,13 @@ NAMES_THAT_ONLY_MENTION_A_METRIC: dict[str, dict[str, str]] = {
 }
 
 # Cached views of the decoder's step that call the scoring functions: delegation, checked
-# below to call a function imported from scoring/stats.py.
-DELEGATES_TO_STATS: dict[str, dict[str, str]] = {
+# below to call a function imported from scoring/metrics.py.
+DELEGATES_TO_METRICS: dict[str, dict[str, str]] = {
     "divscope.decoding.policies": {
-        "StepView.truncated": "caches stats.truncate per model and config",
-        "StepView.truncate_together": "calls stats.truncate once on both models' rows",
-        "StepView.js": "caches stats.truncated_js of the step",
-        "StepView.entropy_and_ce": "caches stats.entropy_and_cross_entropy of the step",
+        "StepView.truncated": "caches metrics.truncate per model and config",
+        "StepView.truncate_together": "calls metrics.truncate once on both models' rows",
+        "StepView.js": "caches metrics.truncated_js of the step",
+        "StepView.entropy_and_ce": "caches metrics.entropy_and_cross_entropy of the step",
     },
 }
 
@@ -333,18 +333,18 @@ def definitions(tree: ast.AST, prefix: str = "") -> Iterator[tuple[str, ast.AST]
             yield from definitions(node, prefix)
 
 
-def stats_names(tree: ast.Module) -> set[str]:
-    """Local names a module binds to objects of scoring/stats.py."""
+def metrics_names(tree: ast.Module) -> set[str]:
+    """Local names a module binds to objects of scoring/metrics.py."""
     return {
         alias.asname or alias.name
         for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and node.module == STATS
+        if isinstance(node, ast.ImportFrom) and node.module == METRICS
         for alias in node.names
     }
 
 
-def calls_stats(node: ast.AST, names: set[str]) -> bool:
-    """Whether `node`'s body calls a function imported from scoring/stats.py."""
+def calls_metrics(node: ast.AST, names: set[str]) -> bool:
+    """Whether `node`'s body calls a function imported from scoring/metrics.py."""
     return any(
         isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in names
         for call in ast.walk(node)
@@ -352,38 +352,38 @@ def calls_stats(node: ast.AST, names: set[str]) -> bool:
 
 
 def metric_violations() -> list[str]:
-    """`path:line: ...` for each definition outside scoring/stats.py named like a metric."""
-    rule = "top-p, JS, KL, CE and entropy are implemented only in divscope/scoring/stats.py"
+    """`path:line: ...` for each definition outside scoring/metrics.py named like a metric."""
+    rule = "top-p, JS, KL, CE and entropy are implemented only in divscope/scoring/metrics.py"
     found = []
     for module, (path, tree) in MODULES.items():
-        if module == STATS:
+        if module == METRICS:
             continue
         where = path.relative_to(PACKAGE.parent)
         allowed = NAMES_THAT_ONLY_MENTION_A_METRIC.get(module, {})
-        delegates = DELEGATES_TO_STATS.get(module, {})
+        delegates = DELEGATES_TO_METRICS.get(module, {})
         for qualname, node in definitions(tree):
             name = snake_case(qualname.rsplit(".", 1)[-1]).lstrip("_")
             if not METRIC_NAME.search(name) or qualname in allowed:
                 continue
-            if qualname in delegates and calls_stats(node, stats_names(tree)):
+            if qualname in delegates and calls_metrics(node, metrics_names(tree)):
                 continue
             found.append(
                 f"{where}:{node.lineno}: {module} defines {qualname!r}, named like a metric "
                 f"implementation; rule: {rule} (move it there, or if it only delegates to "
-                "stats.py or only mentions a metric, allow it in tests/test_architecture.py "
+                "metrics.py or only mentions a metric, allow it in tests/test_architecture.py "
                 "with the reason)"
             )
     return found
 
 
-def test_metrics_are_implemented_only_in_scoring_stats():
+def test_metrics_are_implemented_only_in_scoring_metrics():
     violations = metric_violations()
     assert not violations, "\n".join(violations)
 
 
 def test_every_allowed_name_still_exists():
     # A stale entry would let a future definition of that name through unchecked.
-    for allowlist in (NAMES_THAT_ONLY_MENTION_A_METRIC, DELEGATES_TO_STATS):
+    for allowlist in (NAMES_THAT_ONLY_MENTION_A_METRIC, DELEGATES_TO_METRICS):
         for module, names in allowlist.items():
             defined = {qualname for qualname, _ in definitions(MODULES[module][1])}
             assert set(names) <= defined, (module, sorted(set(names) - defined))
@@ -392,8 +392,8 @@ def test_every_allowed_name_still_exists():
             ), (module, "an allowed name that no longer looks like a metric needs no entry")
 
 
-def test_the_stats_module_defines_the_metrics():
-    defined = {snake_case(q) for q, _ in definitions(MODULES[STATS][1])}
+def test_the_metrics_module_defines_the_metrics():
+    defined = {snake_case(q) for q, _ in definitions(MODULES[METRICS][1])}
     assert {"truncate", "truncated_js", "entropy_and_cross_entropy"} <= defined
 
 

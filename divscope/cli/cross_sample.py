@@ -240,7 +240,7 @@ def cross_sample(
     from divscope.decoding.cross_sample import format_summary
     from divscope.decoding.settings import parse_budgets, parse_eps, parse_names, parse_policies
     from divscope.distributed import reports
-    from divscope.parts import written
+    from divscope.output import written
 
     budget_list = parse_budgets(budgets)
     policies = parse_policies(

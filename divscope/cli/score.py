@@ -66,7 +66,7 @@ def score(
     The table is written in parts as they are scored; --resume continues an interrupted run.
     """
     from divscope.distributed import reports
-    from divscope.parts import written
+    from divscope.output import written
     from divscope.scoring import ScoreConfig, StatsConfig
     from divscope.scoring.score import score as run
 

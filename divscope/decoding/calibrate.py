@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from divscope.decoding.calibration import Calibration, calibrate_table
+from divscope.decoding.gates import Calibration, calibrate_table
 from divscope.decoding.lockstep import DecodeConfig
 from divscope.decoding.request import Request
 from divscope.defaults import (

@@ -80,7 +80,7 @@ def cross_sample(
             table's trajectory of each response with `js > eps` (`maps.DivergenceMap`; with a
             forced opening, counted from the response's start).
         out: the results: a `.parquet` or `.jsonl` file, or a directory of parts. Written in
-            parts, one per chunk of prompts and setting (`divscope.parts`), each as soon as it
+            parts, one per chunk of prompts and setting (`divscope.output`), each as soon as it
             is decoded and graded; a file is assembled from them at the end.
         rl: the RL model (not needed by `base` and `rast`).
         budgets: switch budgets of the budgeted policies (−1 = unlimited); the other
@@ -151,7 +151,7 @@ def cross_sample(
     from divscope.grading import GradeConfig, get_grader, grade_table
     from divscope.io import cross_sample_frame, read_cross_sample
     from divscope.models import describe_model, describe_placement
-    from divscope.parts import Parts, check_output, frame_digest, share_note
+    from divscope.output import Parts, check_output, frame_digest, share_note
     from divscope.prompts import read_prompts
 
     world = current_world(shard, device, device_map)

@@ -25,7 +25,7 @@ batch shape, and so, in bf16, may a near-tied draw.
 
 Memory: the logits of every model are computed on one device, the base model's output-head
 device (`OutputHead(device=...)`). A batch that runs out of GPU memory is decoded again from
-the start as two halves, each left-padded to the batch's prompt width (`divscope.memory`).
+the start as two halves, each left-padded to the batch's prompt width (`divscope.oom`).
 """
 
 from __future__ import annotations
@@ -46,7 +46,6 @@ from divscope.decoding.randomness import Stream, inverse_cdf, uniforms
 from divscope.decoding.request import Request
 from divscope.defaults import BATCH_SIZE, SEED
 from divscope.errors import DivscopeError
-from divscope.memory import PLACEMENT_ADVICE, halving
 from divscope.memory_plan import announce, plan_decoding
 from divscope.models import (
     OutputHead,
@@ -56,8 +55,9 @@ from divscope.models import (
     context_length,
     new_token_limits,
 )
+from divscope.oom import PLACEMENT_ADVICE, halving
 from divscope.progress import Progress
-from divscope.scoring.stats import StatsConfig
+from divscope.scoring.metrics import StatsConfig
 
 CHECK_EVERY = 8
 """Steps between two looks for finished rows (each look reads a copy made the step before)."""

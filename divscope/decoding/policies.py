@@ -33,7 +33,7 @@ from divscope.defaults import (
     TAIL_P,
 )
 from divscope.errors import DivscopeError
-from divscope.scoring.stats import (
+from divscope.scoring.metrics import (
     StatsConfig,
     Truncated,
     entropy_and_cross_entropy,

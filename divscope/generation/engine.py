@@ -135,7 +135,7 @@ class HFEngine:
     ) -> None:
         from divscope.decoding import DecodeConfig, build_policy
         from divscope.models import stop_ids
-        from divscope.scoring.stats import StatsConfig
+        from divscope.scoring.metrics import StatsConfig
 
         self.model, self.sampling, self.vocab = model, sampling, len(tokenizer)
         self.policy = build_policy("base")

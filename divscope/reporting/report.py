@@ -174,7 +174,7 @@ def report(
     from divscope.figures.gallery import PlotInputs
     from divscope.figures.plot import token_columns
     from divscope.io import TokenTableWriter, read_table, scan_token_table, table_name
-    from divscope.parts import write_atomically
+    from divscope.output import write_atomically
     from divscope.progress import note
     from divscope.reporting import data, page
 

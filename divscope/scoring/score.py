@@ -2,7 +2,7 @@
 
 This is what `divscope score` runs: read and validate the trajectories, cut them into units of
 work (`score_units`), load both models and their (shared) tokenizer, and write each unit's
-token rows as a part (`divscope.parts`) with the run's provenance as metadata. Under torchrun or
+token rows as a part (`divscope.output`) with the run's provenance as metadata. Under torchrun or
 `--shard i/n` each process scores its own share of the units (`divscope.distributed`).
 """
 
@@ -55,7 +55,7 @@ def score(
         rl: the RL-fine-tuned model; its tokenizer's ordinary vocabulary must be the base
             model's (`divscope.vocab.check_tokenizers`: differing special tokens only warn).
         out: the token table: a path ending in `.parquet` is one file, any other path a
-            directory of parts (`divscope.parts`). Written in parts, one per unit of work
+            directory of parts (`divscope.output`). Written in parts, one per unit of work
             (`score_units`), each as soon as it is scored; a file is assembled at the end.
         config: top-p, temperature, batching and chunking.
         dtype: weights dtype of both models, `auto` (float32 on CPU, the base checkpoint's on a
@@ -105,7 +105,7 @@ def score(
     from divscope.distributed import current_world
     from divscope.io import attach_token_ids, read_trajectories, scan_token_table
     from divscope.models import describe_model, describe_placement, load_models, load_tokenizer
-    from divscope.parts import Parts, check_output, frame_digest, share_note
+    from divscope.output import Parts, check_output, frame_digest, share_note
     from divscope.scoring.engine import planned, score_trajectories
     from divscope.vocab import check_tokenizers
 

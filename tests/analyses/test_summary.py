@@ -15,7 +15,7 @@ from divscope.analyses import CoreThresholds, section_metrics, summary, to_jsona
 from divscope.analyses.cross_sample_report import cross_sample_report
 from divscope.analyses.summary import CORE_PAPER
 from divscope.errors import DivscopeError
-from tests.synthetic import synthetic_results, synthetic_tokens
+from divscope.testing import synthetic_results, synthetic_tokens
 
 SUMMARY_MODULE = importlib.import_module("divscope.analyses.summary")
 

@@ -17,7 +17,7 @@ import divscope
 from divscope.decoding.policies import Base, Forward
 from divscope.io import read_cross_sample, read_table, read_token_table
 from divscope.models import torch_threads
-from divscope.parts import MANIFEST
+from divscope.output import MANIFEST
 
 LAB = Path(__file__).resolve().parents[2] / "fixtures" / "lab"
 TRAJECTORIES = LAB / "trajectories.jsonl"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import divscope.memory
+import divscope.oom
 from divscope.decoding import DecodeConfig, Lockstep, Request, build_policy, decode
 from divscope.errors import DivscopeError, DivscopeWarning
 from divscope.scoring import StatsConfig
@@ -50,7 +50,7 @@ def lab():
 @pytest.fixture(autouse=True)
 def no_split_yet(monkeypatch):
     """A process that has not split a batch yet: its next split warns."""
-    monkeypatch.setattr(divscope.memory, "_warned", set())
+    monkeypatch.setattr(divscope.oom, "_warned", set())
 
 
 def _fitting(monkeypatch, rows: int) -> list[int]:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import divscope.memory
+import divscope.oom
 import divscope.scoring.engine as engine
 from divscope.errors import DivscopeError, DivscopeWarning
 from divscope.io import read_trajectories
@@ -48,7 +48,7 @@ def want(lab):
 @pytest.fixture(autouse=True)
 def no_split_yet(monkeypatch):
     """A process that has not split a batch yet: its next split warns."""
-    monkeypatch.setattr(divscope.memory, "_warned", set())
+    monkeypatch.setattr(divscope.oom, "_warned", set())
 
 
 def _forward_fitting(rows: int, seen: list[int] | None = None):

@@ -12,7 +12,7 @@ import pytest
 
 from divscope.analyses.stats import Interval
 from divscope.errors import DivscopeError
-from divscope.study.quickstart import (
+from divscope.lab_study import (
     MANIFEST,
     Headline,
     QuickstartConfig,
