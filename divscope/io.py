@@ -23,6 +23,7 @@ from divscope.output import (
     JSONL_SUFFIXES,
     METADATA_KEY,
     PARQUET_SUFFIXES,
+    check_target,
     manifest_files,
     remove,
     temporary,
@@ -108,7 +109,7 @@ def write_table(frame: pl.DataFrame, path: str | os.PathLike, *, overwrite: bool
     ('answers.parquet', [('a', '12')])
     >>> tmp.cleanup()
     """
-    path = TokenTableWriter.check_target(path, overwrite=overwrite)
+    path = check_target(path, overwrite=overwrite)
 
     def write(tmp: Path) -> None:
         if path.suffix in PARQUET_SUFFIXES:
@@ -137,7 +138,7 @@ def write_json(document: Any, path: str | os.PathLike, *, overwrite: bool = Fals
     }
     >>> tmp.cleanup()
     """
-    path = TokenTableWriter.check_target(path, overwrite=overwrite)
+    path = check_target(path, overwrite=overwrite)
     text = json.dumps(document, indent=2) + "\n"
     write_atomically(path, lambda tmp: tmp.write_text(text))
     return path
@@ -296,7 +297,7 @@ class TokenTableWriter:
         overwrite: bool = False,
         rows_per_part: int = 1_000_000,
     ) -> None:
-        self.path = self.check_target(path, overwrite=overwrite)
+        self.path = check_target(path, overwrite=overwrite)
         self.single_file = self.path.suffix in PARQUET_SUFFIXES
         self.schema = token_table_arrow_schema(metadata)
         self.rows_per_part = rows_per_part
@@ -305,16 +306,6 @@ class TokenTableWriter:
         self._writer: pq.ParquetWriter | None = None
         self._part_rows = 0
         self._n_parts = 0
-
-    @staticmethod
-    def check_target(path: str | os.PathLike, *, overwrite: bool) -> Path:
-        """Raise unless `path` is free or may be replaced; call early to fail fast."""
-        path = Path(path)
-        if path.exists() and not overwrite:
-            raise DivscopeError(
-                f"{path}: output exists; pass --overwrite (overwrite=True) to replace it."
-            )
-        return path
 
     def __enter__(self) -> TokenTableWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)

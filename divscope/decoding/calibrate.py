@@ -95,9 +95,10 @@ def calibrate(
         (['entropy', 'gated'], 731)
         >>> tmp.cleanup()
     """
-    from divscope.io import TokenTableWriter, scan_token_table
+    from divscope.io import scan_token_table
+    from divscope.output import check_target
 
-    TokenTableWriter.check_target(out, overwrite=overwrite)
+    check_target(out, overwrite=overwrite)
     if (base is None) != (rl is None):
         raise DivscopeError(
             "calibrate: give both --base and --rl (SOURCE is then calibration prompts) or "

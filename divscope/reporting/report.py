@@ -173,12 +173,12 @@ def report(
     from divscope.analyses.summary import summary
     from divscope.figures.gallery import PlotInputs
     from divscope.figures.plot import token_columns
-    from divscope.io import TokenTableWriter, read_table, scan_token_table, table_name
-    from divscope.output import write_atomically
+    from divscope.io import read_table, scan_token_table, table_name
+    from divscope.output import check_target, write_atomically
     from divscope.progress import note
     from divscope.reporting import data, page
 
-    out = TokenTableWriter.check_target(out, overwrite=overwrite)
+    out = check_target(out, overwrite=overwrite)
     if responses < 1:
         raise DivscopeError(f"--responses {responses}: embed at least one response.")
     decode, decode_note = decoder(tokens, tokenizer)
