@@ -35,7 +35,8 @@ def build_models(args):
     from transformers import AutoModelForCausalLM, LlamaConfig
 
     if args.models:
-        from divscope.models import load_model, load_tokenizer
+        from divscope.models.loading import load_model
+        from divscope.models.tokenizers import load_tokenizer
 
         models = {
             name: load_model(f"{args.models}/{name}", device=args.device) for name in ("base", "rl")
@@ -160,7 +161,7 @@ def lean_loop(args, models, vocab: int) -> None:
 
     import divscope.decoding.lockstep as lockstep
     from divscope.decoding import DecodeConfig, Request, build_policy, decode
-    from divscope.models import load_tokenizer
+    from divscope.models.tokenizers import load_tokenizer
     from divscope.scoring.metrics import StatsConfig
 
     prompts = None

@@ -13,7 +13,7 @@ import argparse
 import polars as pl
 
 from divscope.io import read_table
-from divscope.models import load_tokenizer
+from divscope.models.tokenizers import load_tokenizer
 from divscope.prompts import prompt_token_ids, read_prompts
 
 

@@ -229,7 +229,7 @@ def attach_token_ids(frame: pl.DataFrame, tokenizer: Any) -> pl.DataFrame:
     responses with `add_special_tokens=False`. The scoring engine validates the ids (empty
     sequences, ids outside the vocabulary), whichever way they were made.
 
-    >>> from divscope.models import load_tokenizer
+    >>> from divscope.models.tokenizers import load_tokenizer
     >>> frame = pl.DataFrame({"prompt_id": ["a"], "sample_id": [0],
     ...                       "prompt": ["Ana has 3 coins."], "response": [" 3 + 4 = 7."]})
     >>> with_ids = attach_token_ids(frame, load_tokenizer("fixtures/lab/base"))

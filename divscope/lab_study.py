@@ -440,7 +440,7 @@ def quickstart(
         >>> report = divscope.quickstart("runs/quickstart-fast", fast=True)  # doctest: +SKIP
         >>> print(report.format())  # doctest: +SKIP
     """
-    from divscope.models import torch_threads
+    from divscope.models.threads import torch_threads
 
     config = QuickstartConfig.fast() if fast else QuickstartConfig()
     family = _lab(Path(lab))

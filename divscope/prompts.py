@@ -59,7 +59,7 @@ def prompt_token_ids(frame: pl.DataFrame, tokenizer: Any, *, source: str) -> lis
     Raises:
         DivscopeError: an empty prompt or an id outside the tokenizer's vocabulary.
 
-    >>> from divscope.models import load_tokenizer
+    >>> from divscope.models.tokenizers import load_tokenizer
     >>> prompts = read_prompts("fixtures/lab/prompts/eval.jsonl").head(2)
     >>> ids = prompt_token_ids(prompts, load_tokenizer("fixtures/lab/base"), source="eval.jsonl")
     >>> [len(prompt) for prompt in ids]

@@ -150,7 +150,8 @@ def cross_sample(
     from divscope.distributed import current_world
     from divscope.grading import GradeConfig, get_grader, grade_table
     from divscope.io import cross_sample_frame, read_cross_sample
-    from divscope.models import describe_model, describe_placement
+    from divscope.models.loading import describe_model
+    from divscope.models.placement import describe_placement
     from divscope.output import Parts, check_output, frame_digest, share_note
     from divscope.prompts import read_prompts
 
@@ -431,7 +432,7 @@ class Loaded:
     models: dict[str, Any]
     """The loaded models by name, in one dtype."""
     stop: list[int]
-    """Every id that ends a response (`models.stop_ids`)."""
+    """Every id that ends a response (`models.tokenizers.stop_ids`)."""
     compatibility: Compatibility | None
     """What the tokenizers share (None: one model): the `suppressed` ids are never emitted."""
     vocab: int
@@ -503,7 +504,8 @@ def load(
             token or an id outside the shared vocabulary, a model that cannot be loaded, or a
             bad `--stop`.
     """
-    from divscope.models import load_models, load_tokenizer, stop_ids
+    from divscope.models.loading import load_models
+    from divscope.models.tokenizers import load_tokenizer, stop_ids
     from divscope.prompts import chat_prompts, prompt_token_ids
     from divscope.vocab import check_tokenizers
 
@@ -544,7 +546,7 @@ def note_length_cap(
     keys: list[str], prompt_ids: list[list[int]], max_new_tokens, models, *, enabled: bool
 ) -> None:
     """Print once, on stderr, how the default length cap was capped by a model's context."""
-    from divscope.models import context_length, length_note
+    from divscope.models.lengths import context_length, length_note
     from divscope.progress import note
 
     prompts = list(zip(keys, prompt_ids, strict=True))

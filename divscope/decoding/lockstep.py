@@ -47,14 +47,13 @@ from divscope.decoding.request import Request
 from divscope.defaults import BATCH_SIZE, SEED
 from divscope.errors import DivscopeError
 from divscope.memory_plan import announce, plan_decoding
-from divscope.models import (
+from divscope.models.head import (
     OutputHead,
     check_head_dtype,
     check_head_reproduces_logits,
     check_output_head,
-    context_length,
-    new_token_limits,
 )
+from divscope.models.lengths import context_length, new_token_limits
 from divscope.oom import PLACEMENT_ADVICE, halving
 from divscope.progress import Progress
 from divscope.scoring.metrics import StatsConfig

@@ -186,7 +186,7 @@ def generate(
         >>> tmp.cleanup()
     """
     from divscope.distributed import current_world
-    from divscope.models import load_tokenizer
+    from divscope.models.tokenizers import load_tokenizer
     from divscope.output import Parts
     from divscope.prompts import chat_prompts, prompt_texts, prompt_token_ids, read_prompts
 
@@ -279,7 +279,7 @@ def _engine(
     progress: bool,
 ) -> Engine:
     from divscope.generation.engine import HFEngine, VLLMEngine
-    from divscope.models import load_model
+    from divscope.models.loading import load_model
 
     if config.engine == "vllm":
         return VLLMEngine(model, tokenizer, config.sampling, dtype=dtype, options=config.vllm)

@@ -75,7 +75,7 @@ def decoder(
                 "Top-1 tokens are shown as ids: the token table names no base model; pass "
                 "--tokenizer PATH to decode them."
             )
-    from divscope.models import load_tokenizer
+    from divscope.models.tokenizers import load_tokenizer
     from divscope.vocab import TokenPieces
 
     pieces = TokenPieces(load_tokenizer(source))

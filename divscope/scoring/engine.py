@@ -29,14 +29,14 @@ from torch import Tensor
 from divscope.defaults import BATCH_TOKENS
 from divscope.errors import DivscopeError
 from divscope.memory_plan import announce, plan_scoring
-from divscope.models import (
+from divscope.models.head import (
     OutputHead,
     check_head_dtype,
     check_head_reproduces_logits,
     check_output_head,
-    context_length,
-    vocab_size,
 )
+from divscope.models.lengths import context_length
+from divscope.models.tokenizers import vocab_size
 from divscope.oom import PLACEMENT_ADVICE, halving
 from divscope.progress import Progress
 from divscope.schema import TOKEN_TABLE, TRAJECTORY_IDS, TRAJECTORY_KEY, require_columns

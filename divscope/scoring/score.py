@@ -104,7 +104,9 @@ def score(
     from divscope import __version__
     from divscope.distributed import current_world
     from divscope.io import attach_token_ids, read_trajectories, scan_token_table
-    from divscope.models import describe_model, describe_placement, load_models, load_tokenizer
+    from divscope.models.loading import describe_model, load_models
+    from divscope.models.placement import describe_placement
+    from divscope.models.tokenizers import load_tokenizer
     from divscope.output import Parts, check_output, frame_digest, share_note
     from divscope.scoring.engine import planned, score_trajectories
     from divscope.vocab import check_tokenizers

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from divscope.decoding import DecodeConfig, Request, build_policy, decode
-from divscope.models import load_model, load_tokenizer
+from divscope.models.loading import load_model
+from divscope.models.tokenizers import load_tokenizer
 from divscope.prompts import prompt_token_ids, read_prompts
 
 LAB = Path(__file__).resolve().parents[2] / "fixtures" / "lab"

@@ -32,7 +32,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def lab():
     """The lab's base and rl models, 8 requests (4 eval prompts x 2 samples, budget 2), the
     vocabulary and the stop ids."""
-    from divscope.models import load_model, load_tokenizer
+    from divscope.models.loading import load_model
+    from divscope.models.tokenizers import load_tokenizer
     from divscope.prompts import prompt_token_ids, read_prompts
 
     tokenizer = load_tokenizer(str(LAB / "base"))

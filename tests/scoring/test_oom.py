@@ -19,7 +19,8 @@ import divscope.oom
 import divscope.scoring.engine as engine
 from divscope.errors import DivscopeError, DivscopeWarning
 from divscope.io import read_trajectories
-from divscope.models import load_model, load_tokenizer
+from divscope.models.loading import load_model
+from divscope.models.tokenizers import load_tokenizer
 from divscope.scoring import ScoreConfig, score_table
 
 LAB = Path(__file__).resolve().parents[2] / "fixtures" / "lab"
