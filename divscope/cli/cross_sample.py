@@ -235,9 +235,9 @@ def cross_sample(
     responses (on a GPU: with the same --batch-size). Results are written in parts as they are done;
     --resume continues an interrupted run.
     """
+    from divscope.analyses.cross_sample_report import curve_text
     from divscope.analyses.cross_sampling import cross_sampling_curve
     from divscope.decoding.cross_sample import cross_sample as run
-    from divscope.decoding.cross_sample import format_summary
     from divscope.decoding.settings import parse_budgets, parse_eps, parse_names, parse_policies
     from divscope.distributed import reports
     from divscope.output import written
@@ -320,5 +320,5 @@ def cross_sample(
             # The results are written: say why there is no recovery, and show the rest.
             typer.echo(f"note: no recovery: {error}")
             curve = cross_sampling_curve(results, base_policy=None, seed=seed)
-        typer.echo(format_summary(curve))
+        typer.echo(curve_text(curve))
     typer.echo(written(out, complete=True))

@@ -2,7 +2,7 @@
 
 What `divscope cross-sample` runs: validate the cheap inputs first (the output path, prompts,
 grader, policies, budgets), load the models and their shared tokenizer, decode, grade, write
-atomically. `format_summary` is the table the command prints.
+atomically.
 """
 
 from __future__ import annotations
@@ -627,18 +627,3 @@ def _results_frame(
     return frame.with_columns(
         pl.lit(params[c], dtype=t).alias(c) for c, t in CROSS_SAMPLE_PARAMS.items()
     )
-
-
-def format_summary(curve: pl.DataFrame) -> str:
-    """A fixed-width text table of a `cross_sampling_curve` (what `divscope cross-sample`
-    prints): `divscope.analyses.cross_sample_report.curve_text`.
-
-    Per setting: accuracy and recovery with their intervals, the switched share and the
-    effective share under the coupled draw and under an independent draw, beside the matched
-    controls (one row per sampling). A `setting` column names the setting columns that vary
-    within each policy (e.g. `eps=0.05`) when some policy has several settings; `T` and `top-p`
-    columns appear when the settings were sampled differently.
-    """
-    from divscope.analyses.cross_sample_report import curve_text
-
-    return curve_text(curve)

@@ -1,4 +1,4 @@
-"""`format_summary`: the table `divscope cross-sample` prints; `cross_sample`'s controls at
+"""`curve_text`: the table `divscope cross-sample` prints; `cross_sample`'s controls at
 rl-replace's sampling, `early` with a share, and the forced prefix."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import math
 import polars as pl
 import pytest
 
+from divscope.analyses.cross_sample_report import curve_text
 from divscope.analyses.cross_sampling import cross_sampling_curve
-from divscope.decoding.cross_sample import format_summary
 from divscope.errors import DivscopeError
 
 
@@ -52,10 +52,8 @@ def results(forward_eps: list[float]) -> pl.DataFrame:
         ),
     ],
 )
-def test_format_summary_names_the_setting_only_when_a_policy_has_several(
-    forward_eps, expected_rows
-):
-    table = format_summary(cross_sampling_curve(results(forward_eps), n_boot=10))
+def test_curve_text_names_the_setting_only_when_a_policy_has_several(forward_eps, expected_rows):
+    table = curve_text(cross_sampling_curve(results(forward_eps), n_boot=10))
     width = len(expected_rows[0])
     assert [tuple(line.split()[:width]) for line in table.splitlines()] == expected_rows
 
