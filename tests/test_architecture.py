@@ -267,6 +267,14 @@ def import_cycles(modules=None) -> list[str]:
     ]
 
 
+def test_floors_and_cycles_are_found():
+    assert LAYERS[floor("divscope.lab.task")][0] == "engines"  # the longest prefix decides
+    assert LAYERS[floor("divscope.lab.family")][0] == "lab"
+    assert floor("divscope.elsewhere") is None
+    assert strongly_connected({"a": {"b"}, "b": {"a", "c"}, "c": set()}) == [["a", "b"]]
+    assert strongly_connected({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
 def test_no_import_runs_upward():
     violations = upward_imports()
     assert not violations, "\n".join(violations)

@@ -2,7 +2,7 @@
 
 What `divscope calibrate` runs. From prompts, the base model samples responses with the
 lockstep decoder (`base` policy) and the scoring engine scores them against the RL model in
-memory; the calibration itself is `calibration.calibrate_table`.
+memory; the calibration itself is `gates.calibrate_table`.
 """
 
 from __future__ import annotations

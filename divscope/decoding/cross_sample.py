@@ -487,7 +487,7 @@ def load(
         frame: prompts as `prompts.read_prompts` returns them.
         source: the prompts file, for error messages.
         paths: model name -> local directory or hub id; the first model's tokenizer is used.
-        dtype: weights dtype of every model (`models.run_dtype`).
+        dtype: weights dtype of every model (`models.placement.run_dtype`).
         device: `auto`, `cpu`, `cuda` or `cuda:N`.
         device_map: passed to `from_pretrained`.
         base_device: the base model's own device, overriding `device` for it.

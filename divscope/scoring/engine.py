@@ -73,7 +73,7 @@ class ScoreConfig:
     no plan (the defaults above)."""
     head_dtype: str | None = None
     """`float32` computes the output head in float32 from a float32 copy of its weights
-    (--head-dtype; see `models.OutputHead` for the memory it costs); None: in the weights'
+    (--head-dtype; see `models.head.OutputHead` for the memory it costs); None: in the weights'
     dtype."""
 
     def __post_init__(self) -> None:
