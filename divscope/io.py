@@ -209,6 +209,15 @@ def cast_columns(
     Raises:
         DivscopeError: naming the first column whose values do not cast, its type and the
             type expected.
+
+    >>> cast_columns(pl.DataFrame({"prompt_id": [1, 2]}), {"prompt_id": pl.String()},
+    ...              source="prompts.jsonl")["prompt_id"].to_list()
+    ['1', '2']
+    >>> cast_columns(pl.DataFrame({"sample_id": ["a"]}), {"sample_id": pl.Int64()},
+    ...              source="trajectories.jsonl")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    divscope.errors.DivscopeError: trajectories.jsonl: column 'sample_id' has the wrong type: ...
     """
     for column, dtype in casts.items():
         try:

@@ -116,7 +116,7 @@ TARGET = re.compile(r"^(\w+)(?:\((\w+)\)|((?:\.\w+)+))?$")
 # Functions whose example may be `+SKIP`, and why: a run too long for the fast tier, tested
 # elsewhere. Their example must still call them.
 SLOW_EXAMPLES = {
-    "divscope.lab_study": "the whole study, over a minute even with fast=True; its own test "
+    "divscope.quickstart": "the whole study, over a minute even with fast=True; its own test "
     "runs `divscope quickstart --fast` end to end",
 }
 

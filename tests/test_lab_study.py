@@ -22,7 +22,7 @@ from divscope.lab_study import (
     _Stage,
 )
 
-LAB = Path(__file__).parents[2] / "fixtures" / "lab"
+LAB = Path(__file__).parents[1] / "fixtures" / "lab"
 
 
 class Recorder:
