@@ -30,7 +30,7 @@ LIBRARY: dict[str, list[Callable[..., Any]]] = {
     "cross-sample": [parse_policies, divscope.cross_sample],
     "calibrate": [divscope.calibrate],
     "weights": [divscope.weights],
-    "quickstart": [divscope.lab_study],
+    "quickstart": [divscope.quickstart],
     "lab build": [build],
 }
 # Options named otherwise in the library.
