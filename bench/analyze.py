@@ -23,7 +23,7 @@ import numpy as np
 import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root
-from tests.synthetic import token_rows  # noqa: E402  (the tests' builder: one synthetic table)
+from divscope.testing import token_rows  # noqa: E402  (the builder the tests use: one synthetic table)
 
 TARGET_SECONDS = 60.0
 TARGET_GIB = 4.0

@@ -35,7 +35,8 @@ def build_models(args):
     from transformers import AutoModelForCausalLM, LlamaConfig
 
     if args.models:
-        from divscope.models import load_model, load_tokenizer
+        from divscope.models.loading import load_model
+        from divscope.models.tokenizers import load_tokenizer
 
         models = {
             name: load_model(f"{args.models}/{name}", device=args.device) for name in ("base", "rl")
@@ -98,7 +99,7 @@ def main() -> None:
     import torch
 
     from divscope.decoding import DecodeConfig, Request, build_policy, decode
-    from divscope.scoring.stats import StatsConfig
+    from divscope.scoring.metrics import StatsConfig
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -160,15 +161,15 @@ def lean_loop(args, models, vocab: int) -> None:
 
     import divscope.decoding.lockstep as lockstep
     from divscope.decoding import DecodeConfig, Request, build_policy, decode
-    from divscope.models import load_tokenizer
-    from divscope.scoring.stats import StatsConfig
+    from divscope.models.tokenizers import load_tokenizer
+    from divscope.scoring.metrics import StatsConfig
 
     prompts = None
     if args.models:
         tokenizer = load_tokenizer(f"{args.models}/base")
         stops = [tokenizer.eos_token_id]
         if args.prompts:
-            from divscope.io import prompt_token_ids, read_prompts
+            from divscope.prompts import prompt_token_ids, read_prompts
 
             frame = read_prompts(args.prompts).head(max(args.batches))
             prompts = prompt_token_ids(frame, tokenizer, source=args.prompts)

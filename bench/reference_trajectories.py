@@ -12,8 +12,9 @@ import argparse
 
 import polars as pl
 
-from divscope.io import prompt_token_ids, read_prompts, read_table
-from divscope.models import load_tokenizer
+from divscope.io import read_table
+from divscope.models.tokenizers import load_tokenizer
+from divscope.prompts import prompt_token_ids, read_prompts
 
 
 def main() -> None:

@@ -81,7 +81,7 @@ def write_path(table_path: Path, root: Path, repeats: int) -> dict[str, float]:
 
     from divscope.distributed import World
     from divscope.io import TokenTableWriter, read_token_table, token_table_arrow_schema
-    from divscope.parts import Parts, _verified
+    from divscope.output import Parts, _verified
 
     table = read_token_table(table_path)
     pieces = [table.slice(i * table.height // 16, table.height // 16 + 16) for i in range(16)]

@@ -166,7 +166,8 @@ def child(mode: str, root: Path, length: int, responses: int, out: Path, device:
     frame = trajectory(length, VOCAB, responses)
     if mode == "engine":
         from divscope.io import TokenTableWriter
-        from divscope.models import load_model, load_tokenizer
+        from divscope.models.loading import load_model
+        from divscope.models.tokenizers import load_tokenizer
         from divscope.scoring import ScoreConfig, StatsConfig, score_trajectories
 
         base = load_model(str(root / "base"), dtype="float32", device=device)

@@ -52,11 +52,11 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root
 from divscope import analyses  # noqa: E402
 from divscope.estimators import bootstrap_ci  # noqa: E402
-from divscope.io import read_prompts  # noqa: E402
 from divscope.lab.evaluate import evaluate  # noqa: E402
 from divscope.lab.family import _GRPO  # noqa: E402  (the build's GRPO stream offset)
 from divscope.lab.grpo import GRPOConfig, train_grpo  # noqa: E402
 from divscope.lab.task import verify  # noqa: E402
+from divscope.prompts import read_prompts  # noqa: E402
 from divscope.scoring.engine import score_table  # noqa: E402
 
 LAB = Path(__file__).resolve().parents[1] / "fixtures" / "lab"

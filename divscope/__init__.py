@@ -2,8 +2,8 @@
 
 One function per command, each importable from here and living in
 `divscope/<package>/<command>.py`: `score`, `analyze`, `plot`, `report`, `generate`, `grade`,
-`cross_sample`, `calibrate`, `weights` and `quickstart` (all of them in turn, on the lab), with
-the configuration classes they take.
+`cross_sample`, `calibrate` and `weights`; and `quickstart` (all of them in turn, on the lab) in
+`divscope/lab_study.py`; with the configuration classes they take.
 
 Each command's docstring has an example that runs on the lab in `fixtures/lab`.
 
@@ -30,7 +30,7 @@ _EXPORTS: dict[str, str] = {
     "generate": "divscope.generation.generate",
     "grade": "divscope.grading.grade",
     "plot": "divscope.figures.plot",
-    "quickstart": "divscope.study.quickstart",
+    "quickstart": "divscope.lab_study",
     "report": "divscope.reporting.report",
     "score": "divscope.scoring.score",
     "weights": "divscope.scoring.weights",
@@ -39,7 +39,7 @@ _EXPORTS: dict[str, str] = {
     "GradeConfig": "divscope.grading.table",
     "Sampling": "divscope.generation.engine",
     "ScoreConfig": "divscope.scoring.engine",
-    "StatsConfig": "divscope.scoring.stats",
+    "StatsConfig": "divscope.scoring.metrics",
     "VLLMOptions": "divscope.generation.engine",
 }
 

@@ -3,7 +3,7 @@
 A run is cut into units of work whose layout depends only on the input and the settings (never
 on how many processes run it), so a run can be resumed with another number of processes and
 its output is the same. Each process takes a deterministic, cost-balanced share of the units
-(`World.share`) and writes one part per unit (`divscope.parts`).
+(`World.share`) and writes one part per unit (`divscope.output`).
 
 Two ways to run several processes:
 - `torchrun --nproc-per-node N -m divscope <command> ...` (or `srun` through torchrun): the

@@ -2,8 +2,8 @@
 
 Analyses compute (frames and frozen dataclasses); this module turns their results into text, and
 nothing below it imports it. `digest` is what `divscope analyze` prints, `cross_sample_text` the
-cross-sample report's tables within it, `curve_text` the table of a `cross_sampling_curve` that
-both print, and `format_summary` the table `divscope cross-sample` prints.
+cross-sample report's tables within it, and `curve_text` the table of a `cross_sampling_curve`
+that both print (`divscope cross-sample` prints it alone).
 """
 
 from __future__ import annotations
@@ -584,16 +584,3 @@ def difference_text(interval: Interval) -> str:
     '+5.21 [+3.12, +7.55]'
     """
     return f"{100 * interval.estimate:+.2f} [{100 * interval.low:+.2f}, {100 * interval.high:+.2f}]"
-
-
-def format_summary(curve: pl.DataFrame) -> str:
-    """A fixed-width text table of a `cross_sampling_curve` (what `divscope cross-sample`
-    prints): `curve_text`.
-
-    Per setting: accuracy and recovery with their intervals, the switched share and the
-    effective share under the coupled draw and under an independent draw, beside the matched
-    controls (one row per sampling). A `setting` column names the setting columns that vary
-    within each policy (e.g. `eps=0.05`) when some policy has several settings; `T` and `top-p`
-    columns appear when the settings were sampled differently.
-    """
-    return curve_text(curve)

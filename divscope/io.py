@@ -19,10 +19,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from divscope.errors import DivscopeError
-from divscope.parts import (
+from divscope.output import (
     JSONL_SUFFIXES,
     METADATA_KEY,
     PARQUET_SUFFIXES,
+    check_target,
     manifest_files,
     remove,
     temporary,
@@ -30,10 +31,6 @@ from divscope.parts import (
 )
 from divscope.schema import (
     CROSS_SAMPLE,
-    PROMPT_IDS,
-    PROMPT_KEY,
-    PROMPT_OPTIONAL,
-    PROMPT_TEXT,
     TOKEN_TABLE,
     TRAJECTORY_IDS,
     TRAJECTORY_KEY,
@@ -112,7 +109,7 @@ def write_table(frame: pl.DataFrame, path: str | os.PathLike, *, overwrite: bool
     ('answers.parquet', [('a', '12')])
     >>> tmp.cleanup()
     """
-    path = TokenTableWriter.check_target(path, overwrite=overwrite)
+    path = check_target(path, overwrite=overwrite)
 
     def write(tmp: Path) -> None:
         if path.suffix in PARQUET_SUFFIXES:
@@ -141,7 +138,7 @@ def write_json(document: Any, path: str | os.PathLike, *, overwrite: bool = Fals
     }
     >>> tmp.cleanup()
     """
-    path = TokenTableWriter.check_target(path, overwrite=overwrite)
+    path = check_target(path, overwrite=overwrite)
     text = json.dumps(document, indent=2) + "\n"
     write_atomically(path, lambda tmp: tmp.write_text(text))
     return path
@@ -187,7 +184,7 @@ def read_trajectories(path: str | os.PathLike) -> pl.DataFrame:
     if has_ids:
         casts |= {c: pl.List(pl.Int64()) for c in TRAJECTORY_IDS}
     casts |= {c: t for c, t in TRAJECTORY_OPTIONAL.items() if c in frame.columns}
-    frame = _cast_columns(frame, casts, source=source)
+    frame = cast_columns(frame, casts, source=source)
     needed = [*TRAJECTORY_KEY, *(TRAJECTORY_IDS if has_ids else TRAJECTORY_TEXT)]
     for column in needed:
         nulls = frame.filter(pl.col(column).is_null())
@@ -204,7 +201,7 @@ def read_trajectories(path: str | os.PathLike) -> pl.DataFrame:
     return frame
 
 
-def _cast_columns(
+def cast_columns(
     frame: pl.DataFrame, casts: Mapping[str, pl.DataType], *, source: str
 ) -> pl.DataFrame:
     """`frame` with each column of `casts` cast strictly to its type.
@@ -212,6 +209,15 @@ def _cast_columns(
     Raises:
         DivscopeError: naming the first column whose values do not cast, its type and the
             type expected.
+
+    >>> cast_columns(pl.DataFrame({"prompt_id": [1, 2]}), {"prompt_id": pl.String()},
+    ...              source="prompts.jsonl")["prompt_id"].to_list()
+    ['1', '2']
+    >>> cast_columns(pl.DataFrame({"sample_id": ["a"]}), {"sample_id": pl.Int64()},
+    ...              source="trajectories.jsonl")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    divscope.errors.DivscopeError: trajectories.jsonl: column 'sample_id' has the wrong type: ...
     """
     for column, dtype in casts.items():
         try:
@@ -232,7 +238,7 @@ def attach_token_ids(frame: pl.DataFrame, tokenizer: Any) -> pl.DataFrame:
     responses with `add_special_tokens=False`. The scoring engine validates the ids (empty
     sequences, ids outside the vocabulary), whichever way they were made.
 
-    >>> from divscope.models import load_tokenizer
+    >>> from divscope.models.tokenizers import load_tokenizer
     >>> frame = pl.DataFrame({"prompt_id": ["a"], "sample_id": [0],
     ...                       "prompt": ["Ana has 3 coins."], "response": [" 3 + 4 = 7."]})
     >>> with_ids = attach_token_ids(frame, load_tokenizer("fixtures/lab/base"))
@@ -300,7 +306,7 @@ class TokenTableWriter:
         overwrite: bool = False,
         rows_per_part: int = 1_000_000,
     ) -> None:
-        self.path = self.check_target(path, overwrite=overwrite)
+        self.path = check_target(path, overwrite=overwrite)
         self.single_file = self.path.suffix in PARQUET_SUFFIXES
         self.schema = token_table_arrow_schema(metadata)
         self.rows_per_part = rows_per_part
@@ -309,16 +315,6 @@ class TokenTableWriter:
         self._writer: pq.ParquetWriter | None = None
         self._part_rows = 0
         self._n_parts = 0
-
-    @staticmethod
-    def check_target(path: str | os.PathLike, *, overwrite: bool) -> Path:
-        """Raise unless `path` is free or may be replaced; call early to fail fast."""
-        path = Path(path)
-        if path.exists() and not overwrite:
-            raise DivscopeError(
-                f"{path}: output exists; pass --overwrite (overwrite=True) to replace it."
-            )
-        return path
 
     def __enter__(self) -> TokenTableWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -434,80 +430,6 @@ def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
     if METADATA_KEY not in metadata:
         raise DivscopeError(f"{first}: no 'divscope' metadata; was it written by divscope score?")
     return json.loads(metadata[METADATA_KEY])
-
-
-# ---------------------------------------------------------------- prompts
-
-
-def read_prompts(path: str | os.PathLike) -> pl.DataFrame:
-    """Read and validate a prompt file: `prompt_id` (unique) and `prompt` (text) or
-    `prompt_ids` (token ids), optional `answer`; other columns are carried through.
-
-    Returns the frame with `prompt_id` and `answer` as strings, `prompt_ids` as list[int64].
-
-    Raises:
-        DivscopeError: a missing column, a null or duplicate prompt id, or a null prompt.
-
-    >>> prompts = read_prompts("fixtures/lab/prompts/eval.jsonl")  # the lab's
-    >>> prompts.height, prompts["answer"].dtype
-    (256, String)
-    """
-    frame = read_table(path)
-    source = str(path)
-    require_columns(frame.columns, [PROMPT_KEY], source=source, what="prompts")
-    column = PROMPT_IDS if PROMPT_IDS in frame.columns else PROMPT_TEXT
-    if column not in frame.columns:
-        raise DivscopeError(
-            f"{source}: prompts need 'prompt' (templated text) or 'prompt_ids' (token ids); "
-            f"present: {', '.join(frame.columns)}."
-        )
-    casts: dict[str, pl.DataType] = {PROMPT_KEY: pl.String()}
-    casts[column] = pl.List(pl.Int64()) if column == PROMPT_IDS else pl.String()
-    casts |= {c: t for c, t in PROMPT_OPTIONAL.items() if c in frame.columns}
-    frame = _cast_columns(frame, casts, source=source)
-    for name in (PROMPT_KEY, column):
-        nulls = frame.with_row_index().filter(pl.col(name).is_null())
-        if nulls.height:
-            raise DivscopeError(f"{source}: {name!r} is null in row {nulls['index'][0]}.")
-    duplicated = frame.filter(pl.col(PROMPT_KEY).is_duplicated())
-    if duplicated.height:
-        raise DivscopeError(
-            f"{source}: duplicate prompt_id {duplicated[PROMPT_KEY][0]!r}; prompt ids must be "
-            "unique."
-        )
-    return frame
-
-
-def prompt_token_ids(frame: pl.DataFrame, tokenizer: Any, *, source: str) -> list[list[int]]:
-    """The token ids of each prompt of `read_prompts`' frame: `prompt_ids` as given, or the text
-    tokenized as the model sees it (special tokens added, e.g. BOS).
-
-    Raises:
-        DivscopeError: an empty prompt or an id outside the tokenizer's vocabulary.
-
-    >>> from divscope.models import load_tokenizer
-    >>> prompts = read_prompts("fixtures/lab/prompts/eval.jsonl").head(2)
-    >>> ids = prompt_token_ids(prompts, load_tokenizer("fixtures/lab/base"), source="eval.jsonl")
-    >>> [len(prompt) for prompt in ids]
-    [48, 55]
-    """
-    if PROMPT_IDS in frame.columns:
-        prompts = frame[PROMPT_IDS].to_list()
-    else:
-        prompts = [tokenizer(text)["input_ids"] for text in frame[PROMPT_TEXT].to_list()]
-    vocab = len(tokenizer)
-    for prompt_id, ids in zip(frame[PROMPT_KEY].to_list(), prompts, strict=True):
-        if not ids:
-            raise DivscopeError(
-                f"{source}: prompt_id={prompt_id!r} has no tokens; every prompt needs at least one."
-            )
-        bad = [i for i in ids if not 0 <= i < vocab]
-        if bad:
-            raise DivscopeError(
-                f"{source}: prompt_id={prompt_id!r} holds token id {bad[0]}, outside the "
-                f"tokenizer's vocabulary [0, {vocab}); were these ids made with another tokenizer?"
-            )
-    return prompts
 
 
 # ---------------------------------------------------------------- cross-sample results

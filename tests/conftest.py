@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from divscope.models import torch_threads
+from divscope.models.threads import torch_threads
 from divscope.params import ModelPair
 from tests.tinymodels import save_pair
 
@@ -77,7 +77,7 @@ def qwen_pair(tmp_path_factory, qwen_tokenizer_dir) -> tuple[Path, Path]:
 @pytest.fixture(scope="session")
 def qwen_tokenizer(qwen_pair):
     """The tokenizer divscope loads from the Qwen pair (`AutoTokenizer`: a `Qwen2Tokenizer`)."""
-    from divscope.models import load_tokenizer
+    from divscope.models.tokenizers import load_tokenizer
 
     return load_tokenizer(str(qwen_pair[0]))
 

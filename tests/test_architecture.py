@@ -21,7 +21,7 @@ import pytest
 import divscope
 
 PACKAGE = Path(divscope.__file__).parent
-STATS = "divscope.scoring.stats"
+METRICS = "divscope.scoring.metrics"
 # A whole string that names a divscope module, optionally with `:function`.
 MODULE_STRING = re.compile(r"^(divscope(?:\.\w+)+)(?::\w+)?$")
 
@@ -151,6 +151,165 @@ def test_import_rules(rule):
     assert not violations, "\n".join(violations)
 
 
+# The floors of the package, bottom to top. A module may import its own floor and the floors
+# below; an import that runs upward breaks the layering. A module's floor is that of the longest
+# prefix listed here, so that `divscope.lab.task` (the lab's verifier, which grading names)
+# sits below the rest of the lab. Listed modules that do not exist are not an error: the table
+# names the rooms, whichever branch has built them.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "ground",
+        (
+            "divscope._lazy", "divscope.errors", "divscope.defaults", "divscope.schema",
+            "divscope.estimators", "divscope.io", "divscope.output", "divscope.prompts",
+            "divscope.progress", "divscope.vocab", "divscope.oom", "divscope.memory_plan",
+            "divscope.distributed", "divscope.testing",
+        ),
+    ),
+    (
+        "engines",
+        (
+            "divscope.models", "divscope.scoring", "divscope.generation", "divscope.decoding",
+            "divscope.grading", "divscope.lab.task",
+        ),
+    ),
+    ("lab", ("divscope.lab",)),
+    ("analyses", ("divscope.analyses",)),
+    ("formatting", ("divscope.formatting",)),
+    ("figures", ("divscope.figures",)),
+    ("reporting", ("divscope.reporting",)),
+    ("lab_study", ("divscope.lab_study",)),
+    ("cli", ("divscope.cli", "divscope.__main__")),
+)  # fmt: skip
+# The package root is the facade: it names every command for lazy loading (`_EXPORTS`) and
+# holds `__version__`, which any floor may read. Its own imports are not checked.
+FACADE = "divscope"
+
+
+def floor(module: str, layers=LAYERS) -> int | None:
+    """The index in `layers` of `module`'s floor, by its longest listed prefix (None if none)."""
+    matches = [
+        (len(prefix), index)
+        for index, (_, prefixes) in enumerate(layers)
+        for prefix in prefixes
+        if within(module, prefix)
+    ]
+    return max(matches)[1] if matches else None
+
+
+def import_graph(modules=None) -> dict[str, dict[str, int]]:
+    """module -> {divscope module it imports: first line}, each name resolved to the longest
+    existing module it lies within (`divscope.io.read_table` -> `divscope.io`)."""
+    modules = MODULES if modules is None else modules
+    graph: dict[str, dict[str, int]] = {}
+    for module, (_, tree) in modules.items():
+        edges = graph.setdefault(module, {})
+        for line, name in imported_names(module, tree):
+            target = max((m for m in modules if within(name, m)), key=len, default=None)
+            if target not in (None, module, FACADE):
+                edges.setdefault(target, line)
+    return graph
+
+
+def upward_imports(modules=None, layers=LAYERS) -> list[str]:
+    """`path:line: ...` for each import that runs to a higher floor (and each module with none)."""
+    modules = MODULES if modules is None else modules
+    found = []
+    for module, edges in import_graph(modules).items():
+        if module == FACADE:
+            continue
+        where = modules[module][0].relative_to(PACKAGE.parent)
+        own = floor(module, layers)
+        if own is None:
+            found.append(f"{where}: {module} has no floor in tests/test_architecture.py LAYERS")
+            continue
+        for target, line in edges.items():
+            above = floor(target, layers)
+            if above is not None and above > own:
+                found.append(
+                    f"{where}:{line}: {module} ({layers[own][0]}) imports {target} "
+                    f"({layers[above][0]}), a floor above"
+                )
+    return found
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The cycles of `graph`: its strongly connected components of more than one node (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    components = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for succ in graph.get(node, ()):
+            if succ not in index:
+                visit(succ)
+                low[node] = min(low[node], low[succ])
+            elif succ in stack:
+                low[node] = min(low[node], index[succ])
+        if low[node] == index[node]:
+            component = []
+            while not component or component[-1] != node:
+                component.append(stack.pop())
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return components
+
+
+def room(module: str) -> str:
+    """The room a module belongs to: its longest prefix in LAYERS (`divscope.decoding.lockstep`
+    -> `divscope.decoding`, `divscope.lab.task` -> itself), else its top-level name."""
+    listed = [p for _, prefixes in LAYERS for p in prefixes if within(module, p)]
+    return max(listed, key=len) if listed else ".".join(module.split(".")[:2])
+
+
+def import_cycles(modules=None) -> list[str]:
+    """Each cycle of imports between modules, and between rooms (`decoding` <-> `generation`).
+    A cycle that crosses floors also has an upward import; it is reported by both tests.
+
+    A package's `__init__` re-exporting its own modules is not a cycle with them: edges from a
+    package to the modules below it are left out of the module graph.
+    """
+    graph = import_graph(modules)
+    between_modules = {
+        module: {t for t in edges if not within(t, module)} for module, edges in graph.items()
+    }
+    between_rooms: dict[str, set[str]] = {}
+    for module, edges in graph.items():
+        between_rooms.setdefault(room(module), set()).update(
+            room(t) for t in edges if room(t) != room(module)
+        )
+    return [
+        f"import cycle between {kind}: {' <-> '.join(cycle)}"
+        for kind, g in (("modules", between_modules), ("rooms", between_rooms))
+        for cycle in strongly_connected(g)
+    ]
+
+
+def test_floors_and_cycles_are_found():
+    assert LAYERS[floor("divscope.lab.task")][0] == "engines"  # the longest prefix decides
+    assert LAYERS[floor("divscope.lab.family")][0] == "lab"
+    assert floor("divscope.elsewhere") is None
+    assert strongly_connected({"a": {"b"}, "b": {"a", "c"}, "c": set()}) == [["a", "b"]]
+    assert strongly_connected({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_no_import_runs_upward():
+    violations = upward_imports()
+    assert not violations, "\n".join(violations)
+
+
+def test_no_import_cycles():
+    cycles = import_cycles()
+    assert not cycles, "\n".join(cycles)
+
+
 # A definition whose name says it computes top-p truncation, JS, KL (JS is built from it), CE
 # or entropy: one of these words between underscores (or at either end) of its snake_case name.
 # `divergence` alone is not one: every analysis of this package is about divergence.
@@ -159,7 +318,7 @@ METRIC_NAME = re.compile(
     r"|leibler|ce|cross_?entropy|entrop(?:y|ies))(?:_|$)"
 )
 
-# Definitions outside scoring/stats.py whose names mention a metric but implement none.
+# Definitions outside scoring/metrics.py whose names mention a metric but implement none.
 # Module -> qualified name -> why it is allowed.
 NAMES_THAT_ONLY_MENTION_A_METRIC: dict[str, dict[str, str]] = {
     "divscope.analyses.shift": {
@@ -179,13 +338,13 @@ NAMES_THAT_ONLY_MENTION_A_METRIC: dict[str, dict[str, str]] = {
 }
 
 # Cached views of the decoder's step that call the scoring functions: delegation, checked
-# below to call a function imported from scoring/stats.py.
-DELEGATES_TO_STATS: dict[str, dict[str, str]] = {
+# below to call a function imported from scoring/metrics.py.
+DELEGATES_TO_METRICS: dict[str, dict[str, str]] = {
     "divscope.decoding.policies": {
-        "StepView.truncated": "caches stats.truncate per model and config",
-        "StepView.truncate_together": "calls stats.truncate once on both models' rows",
-        "StepView.js": "caches stats.truncated_js of the step",
-        "StepView.entropy_and_ce": "caches stats.entropy_and_cross_entropy of the step",
+        "StepView.truncated": "caches metrics.truncate per model and config",
+        "StepView.truncate_together": "calls metrics.truncate once on both models' rows",
+        "StepView.js": "caches metrics.truncated_js of the step",
+        "StepView.entropy_and_ce": "caches metrics.entropy_and_cross_entropy of the step",
     },
 }
 
@@ -207,18 +366,18 @@ def definitions(tree: ast.AST, prefix: str = "") -> Iterator[tuple[str, ast.AST]
             yield from definitions(node, prefix)
 
 
-def stats_names(tree: ast.Module) -> set[str]:
-    """Local names a module binds to objects of scoring/stats.py."""
+def metrics_names(tree: ast.Module) -> set[str]:
+    """Local names a module binds to objects of scoring/metrics.py."""
     return {
         alias.asname or alias.name
         for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and node.module == STATS
+        if isinstance(node, ast.ImportFrom) and node.module == METRICS
         for alias in node.names
     }
 
 
-def calls_stats(node: ast.AST, names: set[str]) -> bool:
-    """Whether `node`'s body calls a function imported from scoring/stats.py."""
+def calls_metrics(node: ast.AST, names: set[str]) -> bool:
+    """Whether `node`'s body calls a function imported from scoring/metrics.py."""
     return any(
         isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in names
         for call in ast.walk(node)
@@ -226,38 +385,38 @@ def calls_stats(node: ast.AST, names: set[str]) -> bool:
 
 
 def metric_violations() -> list[str]:
-    """`path:line: ...` for each definition outside scoring/stats.py named like a metric."""
-    rule = "top-p, JS, KL, CE and entropy are implemented only in divscope/scoring/stats.py"
+    """`path:line: ...` for each definition outside scoring/metrics.py named like a metric."""
+    rule = "top-p, JS, KL, CE and entropy are implemented only in divscope/scoring/metrics.py"
     found = []
     for module, (path, tree) in MODULES.items():
-        if module == STATS:
+        if module == METRICS:
             continue
         where = path.relative_to(PACKAGE.parent)
         allowed = NAMES_THAT_ONLY_MENTION_A_METRIC.get(module, {})
-        delegates = DELEGATES_TO_STATS.get(module, {})
+        delegates = DELEGATES_TO_METRICS.get(module, {})
         for qualname, node in definitions(tree):
             name = snake_case(qualname.rsplit(".", 1)[-1]).lstrip("_")
             if not METRIC_NAME.search(name) or qualname in allowed:
                 continue
-            if qualname in delegates and calls_stats(node, stats_names(tree)):
+            if qualname in delegates and calls_metrics(node, metrics_names(tree)):
                 continue
             found.append(
                 f"{where}:{node.lineno}: {module} defines {qualname!r}, named like a metric "
                 f"implementation; rule: {rule} (move it there, or if it only delegates to "
-                "stats.py or only mentions a metric, allow it in tests/test_architecture.py "
+                "metrics.py or only mentions a metric, allow it in tests/test_architecture.py "
                 "with the reason)"
             )
     return found
 
 
-def test_metrics_are_implemented_only_in_scoring_stats():
+def test_metrics_are_implemented_only_in_scoring_metrics():
     violations = metric_violations()
     assert not violations, "\n".join(violations)
 
 
 def test_every_allowed_name_still_exists():
     # A stale entry would let a future definition of that name through unchecked.
-    for allowlist in (NAMES_THAT_ONLY_MENTION_A_METRIC, DELEGATES_TO_STATS):
+    for allowlist in (NAMES_THAT_ONLY_MENTION_A_METRIC, DELEGATES_TO_METRICS):
         for module, names in allowlist.items():
             defined = {qualname for qualname, _ in definitions(MODULES[module][1])}
             assert set(names) <= defined, (module, sorted(set(names) - defined))
@@ -266,8 +425,8 @@ def test_every_allowed_name_still_exists():
             ), (module, "an allowed name that no longer looks like a metric needs no entry")
 
 
-def test_the_stats_module_defines_the_metrics():
-    defined = {snake_case(q) for q, _ in definitions(MODULES[STATS][1])}
+def test_the_metrics_module_defines_the_metrics():
+    defined = {snake_case(q) for q, _ in definitions(MODULES[METRICS][1])}
     assert {"truncate", "truncated_js", "entropy_and_cross_entropy"} <= defined
 
 

@@ -32,7 +32,8 @@ MODULES_WITH_EXAMPLES = [
     *(f"divscope.grading.{name}" for name in (
         "accuracy", "answer", "exact_grader", "math_grader", "pool", "registry", "table",
     )),
-    "divscope.lab", "divscope.lab.task", "divscope.lab.grpo", "divscope._lazy", "divscope.models",
+    "divscope.lab", "divscope.lab.task", "divscope.lab.grpo", "divscope._lazy",
+    *(f"divscope.models.{name}" for name in ("head", "lengths", "placement", "threads")),
 ]  # fmt: skip
 
 

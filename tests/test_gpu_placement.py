@@ -19,12 +19,12 @@ import torch
 import divscope
 from divscope.io import (
     read_metadata,
-    read_prompts,
     read_token_table,
     read_trajectories,
     write_table,
 )
 from divscope.params import ModelPair, Placement
+from divscope.prompts import read_prompts
 from tests.scoring.reference import DISCRETE_COLUMNS, FLOAT_COLUMNS
 
 pytestmark = [

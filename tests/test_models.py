@@ -2,14 +2,9 @@ import pytest
 import torch
 
 from divscope.errors import DivscopeError
-from divscope.models import (
-    describe_model,
-    load_model,
-    load_tokenizer,
-    resolve_device,
-    resolve_dtype,
-    vocab_size,
-)
+from divscope.models.loading import describe_model, load_model
+from divscope.models.placement import resolve_device, resolve_dtype
+from divscope.models.tokenizers import load_tokenizer, vocab_size
 from tests.tinymodels import make_tokenizer
 
 
@@ -65,7 +60,7 @@ def _with_generation_eos(model, eos):
 
 def test_stop_ids_are_the_union_of_every_models_eos_with_one_warning():
     from divscope.errors import DivscopeWarning
-    from divscope.models import stop_ids
+    from divscope.models.tokenizers import stop_ids
     from tests.tinymodels import make_model
 
     tokenizer = make_tokenizer()  # EOS "<eos>" = 2
@@ -88,7 +83,7 @@ def test_stop_ids_are_the_union_of_every_models_eos_with_one_warning():
 
 
 def test_stop_must_be_one_token_or_an_id():
-    from divscope.models import stop_ids
+    from divscope.models.tokenizers import stop_ids
     from tests.tinymodels import make_model
 
     tokenizers, models = {"m": make_tokenizer()}, {"m": make_model("llama", vocab_size=48)}
@@ -100,7 +95,8 @@ def test_stop_must_be_one_token_or_an_id():
 
 def test_one_dtype_per_run_read_from_the_first_model(tmp_path):
     """float32 on the CPU whatever the checkpoints say; on GPUs the first model's dtype."""
-    from divscope.models import load_models, run_dtype
+    from divscope.models.loading import load_models
+    from divscope.models.placement import run_dtype
     from tests.tinymodels import make_model
 
     paths = {}
@@ -120,7 +116,7 @@ def test_one_dtype_per_run_read_from_the_first_model(tmp_path):
 
 
 def test_float32_head_of_a_bfloat16_model_is_the_float64_product_to_float32_precision():
-    from divscope.models import OutputHead
+    from divscope.models.head import OutputHead
     from tests.tinymodels import make_model
 
     model = make_model("llama", vocab_size=48, logit_scale=30.0).to(torch.bfloat16)
@@ -135,7 +131,7 @@ def test_float32_head_of_a_bfloat16_model_is_the_float64_product_to_float32_prec
 
 
 def test_length_limits_cap_the_default_and_refuse_an_explicit_overflow():
-    from divscope.models import new_token_limits
+    from divscope.models.lengths import new_token_limits
 
     prompts = [("a", [1] * 10), ("b", [1] * 300)]
     assert new_token_limits(prompts, None, {"base": 320, "rl": 4096}) == [310, 20]

@@ -14,7 +14,8 @@ import torch
 import divscope
 from divscope.errors import DivscopeError
 from divscope.io import read_metadata, read_token_table, read_trajectories, write_table
-from divscope.models import OutputHead, check_not_offloaded, load_model, load_models
+from divscope.models.head import OutputHead
+from divscope.models.loading import check_not_offloaded, load_model, load_models
 from divscope.params import ModelPair, Placement
 from tests.tinymodels import make_model
 

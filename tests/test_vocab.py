@@ -232,7 +232,7 @@ def test_a_single_tokenizer_is_a_clear_error():
 def test_real_bpe_tokenizers_that_swap_two_ordinary_tokens_are_refused(
     qwen_tokenizer, qwen_swapped_rl
 ):
-    from divscope.models import load_tokenizer
+    from divscope.models.tokenizers import load_tokenizer
 
     swapped = load_tokenizer(str(qwen_swapped_rl))
     with pytest.raises(DivscopeError, match="token id 1000 is 'atus' for base but 'Th' for rl"):

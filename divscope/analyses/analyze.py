@@ -92,7 +92,6 @@ def analyze(
         >>> tmp.cleanup()
     """
     from divscope.io import (
-        TokenTableWriter,
         read_metadata,
         read_reference,
         read_table,
@@ -100,8 +99,9 @@ def analyze(
         table_name,
         write_json,
     )
+    from divscope.output import check_target
 
-    TokenTableWriter.check_target(out, overwrite=overwrite)
+    check_target(out, overwrite=overwrite)
     result = summary(
         scan_token_table(tokens),
         metric,

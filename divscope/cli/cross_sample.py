@@ -239,8 +239,8 @@ def cross_sample(
     from divscope.decoding.cross_sample import cross_sample as run
     from divscope.decoding.settings import parse_budgets, parse_eps, parse_names, parse_policies
     from divscope.distributed import reports
-    from divscope.formatting import format_summary
-    from divscope.parts import written
+    from divscope.formatting import curve_text
+    from divscope.output import written
 
     budget_list = parse_budgets(budgets)
     policies = parse_policies(
@@ -320,5 +320,5 @@ def cross_sample(
             # The results are written: say why there is no recovery, and show the rest.
             typer.echo(f"note: no recovery: {error}")
             curve = cross_sampling_curve(results, base_policy=None, seed=seed)
-        typer.echo(format_summary(curve))
+        typer.echo(curve_text(curve))
     typer.echo(written(out, complete=True))

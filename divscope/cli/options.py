@@ -318,7 +318,7 @@ def decode_config(
 ):
     """The `DecodeConfig` of the decoding commands' shared options (cross-sample, calibrate)."""
     from divscope.decoding import DecodeConfig
-    from divscope.scoring.stats import StatsConfig
+    from divscope.scoring.metrics import StatsConfig
 
     return DecodeConfig(
         StatsConfig(top_p=top_p, temperature=temperature),

@@ -47,7 +47,7 @@ def quickstart(
     Gini, failure AUROC, forward's recovery at the knee) and where every file is. Interrupted?
     Run it again: it resumes.
     """
-    from divscope.study.quickstart import quickstart as run
+    from divscope.lab_study import quickstart as run
 
     report = run(out, lab=lab, fast=fast, overwrite=overwrite)
     typer.echo(report.format())

@@ -12,7 +12,7 @@ from divscope.cli.command import Command
 def present(summary, arguments: dict[str, Any]) -> None:
     """The summary of the table (None: another share is still running), and where it is."""
     from divscope.distributed import reports
-    from divscope.parts import written
+    from divscope.output import written
 
     if not reports():
         return

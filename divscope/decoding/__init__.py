@@ -1,8 +1,9 @@
 """The lockstep two-model decoder, its intervention policies and the gate calibration."""
 
-from divscope.decoding.lockstep import DecodeConfig, Decoded, Lockstep, Request, decode
+from divscope.decoding.lockstep import DecodeConfig, Decoded, Lockstep, decode
 from divscope.decoding.policies import POLICIES, Policy, build_policy
 from divscope.decoding.randomness import Stream, inverse_cdf, uniforms
+from divscope.decoding.request import Request
 
 __all__ = [
     "POLICIES",

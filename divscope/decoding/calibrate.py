@@ -2,7 +2,7 @@
 
 What `divscope calibrate` runs. From prompts, the base model samples responses with the
 lockstep decoder (`base` policy) and the scoring engine scores them against the RL model in
-memory; the calibration itself is `calibration.calibrate_table`.
+memory; the calibration itself is `gates.calibrate_table`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from divscope.decoding.calibration import Calibration, calibrate_table
-from divscope.decoding.lockstep import DecodeConfig, Request
+from divscope.decoding.gates import Calibration, calibrate_table
+from divscope.decoding.lockstep import DecodeConfig
+from divscope.decoding.request import Request
 from divscope.defaults import (
     CALIBRATION_SAMPLES,
     DEVICE,
@@ -94,9 +95,10 @@ def calibrate(
         (['entropy', 'gated'], 731)
         >>> tmp.cleanup()
     """
-    from divscope.io import TokenTableWriter, scan_token_table
+    from divscope.io import scan_token_table
+    from divscope.output import check_target
 
-    TokenTableWriter.check_target(out, overwrite=overwrite)
+    check_target(out, overwrite=overwrite)
     if (base is None) != (rl is None):
         raise DivscopeError(
             "calibrate: give both --base and --rl (SOURCE is then calibration prompts) or "
@@ -125,7 +127,7 @@ def _score_base_samples(
     from divscope.decoding.cross_sample import load, note_length_cap
     from divscope.decoding.lockstep import decode
     from divscope.decoding.policies import Base
-    from divscope.io import read_prompts
+    from divscope.prompts import read_prompts
     from divscope.scoring.engine import ScoreConfig, score_table
 
     frame = read_prompts(prompts)

@@ -2,7 +2,7 @@
 
 What `divscope cross-sample` runs: validate the cheap inputs first (the output path, prompts,
 grader, policies, budgets), load the models and their shared tokenizer, decode, grade, write
-atomically. `divscope.formatting.format_summary` is the table the command prints.
+atomically. `divscope.formatting.curve_text` is the table the command prints.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from typing import Any
 
 import polars as pl
 
-from divscope.decoding.lockstep import DecodeConfig, Decoded, Request, decoding_models
+from divscope.decoding.lockstep import DecodeConfig, Decoded, decoding_models
 from divscope.decoding.maps import DivergenceMap
 from divscope.decoding.policies import Base, Early, Forward, Policy, Reverse
+from divscope.decoding.request import Request
 from divscope.defaults import BUDGETS, DEVICE, DTYPE, GRADE_TIMEOUT, SAMPLES
 from divscope.errors import DivscopeError
 from divscope.progress import Progress
@@ -79,7 +80,7 @@ def cross_sample(
             table's trajectory of each response with `js > eps` (`maps.DivergenceMap`; with a
             forced opening, counted from the response's start).
         out: the results: a `.parquet` or `.jsonl` file, or a directory of parts. Written in
-            parts, one per chunk of prompts and setting (`divscope.parts`), each as soon as it
+            parts, one per chunk of prompts and setting (`divscope.output`), each as soon as it
             is decoded and graded; a file is assembled from them at the end.
         rl: the RL model (not needed by `base` and `rast`).
         budgets: switch budgets of the budgeted policies (−1 = unlimited); the other
@@ -148,9 +149,11 @@ def cross_sample(
     from divscope.decoding.lockstep import planned
     from divscope.distributed import current_world
     from divscope.grading import GradeConfig, get_grader, grade_table
-    from divscope.io import cross_sample_frame, read_cross_sample, read_prompts
-    from divscope.models import describe_model, describe_placement
-    from divscope.parts import Parts, check_output, frame_digest, share_note
+    from divscope.io import cross_sample_frame, read_cross_sample
+    from divscope.models.loading import describe_model
+    from divscope.models.placement import describe_placement
+    from divscope.output import Parts, check_output, frame_digest, share_note
+    from divscope.prompts import read_prompts
 
     world = current_world(shard, device, device_map)
     check_output(out, world)
@@ -429,7 +432,7 @@ class Loaded:
     models: dict[str, Any]
     """The loaded models by name, in one dtype."""
     stop: list[int]
-    """Every id that ends a response (`models.stop_ids`)."""
+    """Every id that ends a response (`models.tokenizers.stop_ids`)."""
     compatibility: Compatibility | None
     """What the tokenizers share (None: one model): the `suppressed` ids are never emitted."""
     vocab: int
@@ -481,10 +484,10 @@ def load(
     before any model loads.
 
     Args:
-        frame: prompts as `io.read_prompts` returns them.
+        frame: prompts as `prompts.read_prompts` returns them.
         source: the prompts file, for error messages.
         paths: model name -> local directory or hub id; the first model's tokenizer is used.
-        dtype: weights dtype of every model (`models.run_dtype`).
+        dtype: weights dtype of every model (`models.placement.run_dtype`).
         device: `auto`, `cpu`, `cuda` or `cuda:N`.
         device_map: passed to `from_pretrained`.
         base_device: the base model's own device, overriding `device` for it.
@@ -501,9 +504,9 @@ def load(
             token or an id outside the shared vocabulary, a model that cannot be loaded, or a
             bad `--stop`.
     """
-    from divscope.generation.prompts import chat_prompts
-    from divscope.io import prompt_token_ids
-    from divscope.models import load_models, load_tokenizer, stop_ids
+    from divscope.models.loading import load_models
+    from divscope.models.tokenizers import load_tokenizer, stop_ids
+    from divscope.prompts import chat_prompts, prompt_token_ids
     from divscope.vocab import check_tokenizers
 
     tokenizers = {name: load_tokenizer(path) for name, path in paths.items()}
@@ -543,7 +546,7 @@ def note_length_cap(
     keys: list[str], prompt_ids: list[list[int]], max_new_tokens, models, *, enabled: bool
 ) -> None:
     """Print once, on stderr, how the default length cap was capped by a model's context."""
-    from divscope.models import context_length, length_note
+    from divscope.models.lengths import context_length, length_note
     from divscope.progress import note
 
     prompts = list(zip(keys, prompt_ids, strict=True))

@@ -25,7 +25,7 @@ batch shape, and so, in bf16, may a near-tied draw.
 
 Memory: the logits of every model are computed on one device, the base model's output-head
 device (`OutputHead(device=...)`). A batch that runs out of GPU memory is decoded again from
-the start as two halves, each left-padded to the batch's prompt width (`divscope.memory`).
+the start as two halves, each left-padded to the batch's prompt width (`divscope.oom`).
 """
 
 from __future__ import annotations
@@ -43,20 +43,20 @@ from torch import Tensor
 from divscope.decoding.cache import new_cache
 from divscope.decoding.policies import Policy, StepView
 from divscope.decoding.randomness import Stream, inverse_cdf, uniforms
+from divscope.decoding.request import Request
 from divscope.defaults import BATCH_SIZE, SEED
 from divscope.errors import DivscopeError
-from divscope.memory import PLACEMENT_ADVICE, halving
 from divscope.memory_plan import announce, plan_decoding
-from divscope.models import (
+from divscope.models.head import (
     OutputHead,
     check_head_dtype,
     check_head_reproduces_logits,
     check_output_head,
-    context_length,
-    new_token_limits,
 )
+from divscope.models.lengths import context_length, new_token_limits
+from divscope.oom import PLACEMENT_ADVICE, halving
 from divscope.progress import Progress
-from divscope.scoring.stats import StatsConfig
+from divscope.scoring.metrics import StatsConfig
 
 CHECK_EVERY = 8
 """Steps between two looks for finished rows (each look reads a copy made the step before)."""
@@ -104,20 +104,6 @@ class DecodeConfig:
         check_head_dtype(self.head_dtype)
         if self.max_memory is not None and self.max_memory < 1:
             raise DivscopeError(f"--max-memory must be >= 1 byte, got {self.max_memory}.")
-
-
-@dataclass(frozen=True)
-class Request:
-    """One response to decode."""
-
-    prompt_id: str
-    sample_id: int
-    prompt_ids: tuple[int, ...]
-    budget: int = -1
-    """Most switches allowed; −1 = unlimited."""
-    map_steps: tuple[int, ...] | None = None
-    """The steps of a retrospective map where the policy's response is divergent (the map's
-    positions, less a forced opening's length); None without one."""
 
 
 DELTA_MODELS: tuple[str, ...] = ("base", "rl", "rast_base", "rast_rl")

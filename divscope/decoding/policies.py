@@ -33,7 +33,7 @@ from divscope.defaults import (
     TAIL_P,
 )
 from divscope.errors import DivscopeError
-from divscope.scoring.stats import (
+from divscope.scoring.metrics import (
     StatsConfig,
     Truncated,
     entropy_and_cross_entropy,
@@ -43,7 +43,7 @@ from divscope.scoring.stats import (
 )
 
 if TYPE_CHECKING:
-    from divscope.decoding.lockstep import Request
+    from divscope.decoding.request import Request
 
 
 class StepView:

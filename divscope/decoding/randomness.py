@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from divscope.scoring.stats import Truncated
+from divscope.scoring.metrics import Truncated
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MASK64 = (1 << 64) - 1
@@ -95,7 +95,7 @@ def inverse_cdf(truncated: Truncated, u: Tensor) -> Tensor:
     """The token `[n]` that uniform `u` (`[n]`, float64) picks from a truncated distribution:
     the first token, in (prob desc, id asc) order, whose cumulative renormalized mass exceeds u.
 
-    >>> from divscope.scoring.stats import StatsConfig, truncate
+    >>> from divscope.scoring.metrics import StatsConfig, truncate
     >>> dist = truncate(torch.log(torch.tensor([[0.2, 0.5, 0.3]])), StatsConfig(top_p=1.0))
     >>> inverse_cdf(dist, torch.tensor([0.1, 0.6, 0.9], dtype=torch.float64)[:1]).tolist()
     [1]

@@ -11,7 +11,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from divscope.decoding.calibration import Calibration
+from divscope.decoding.gates import Calibration
 from divscope.decoding.policies import STRATA, Policy, build_policy, flag
 from divscope.defaults import (
     MAP,

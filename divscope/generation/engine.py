@@ -134,8 +134,8 @@ class HFEngine:
         progress: bool = False,
     ) -> None:
         from divscope.decoding import DecodeConfig, build_policy
-        from divscope.models import stop_ids
-        from divscope.scoring.stats import StatsConfig
+        from divscope.models.tokenizers import stop_ids
+        from divscope.scoring.metrics import StatsConfig
 
         self.model, self.sampling, self.vocab = model, sampling, len(tokenizer)
         self.policy = build_policy("base")
@@ -153,7 +153,7 @@ class HFEngine:
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
     def check(self, prompts: Sequence[tuple[str, list[int]]]) -> str | None:
-        from divscope.models import context_length, length_note, new_token_limits
+        from divscope.models.lengths import context_length, length_note, new_token_limits
 
         contexts = {"model": context_length(self.model)}
         new_token_limits(prompts, self.sampling.max_new_tokens, contexts)
@@ -206,7 +206,7 @@ class VLLMEngine:
     `llm_engine.add_request` with `RequestOutputKind.FINAL_ONLY`, then `step` while
     `has_unfinished_requests`. Responses stop at the ids the `hf` engine stops at (the
     tokenizer's and the generation config's EOS ids and `sampling.stop`), the EOS included, and
-    at the length cap of `divscope.models.new_token_limits` for vLLM's context.
+    at the length cap of `divscope.models.lengths.new_token_limits` for vLLM's context.
 
     Args:
         model: a local directory or a hub id.
@@ -232,7 +232,7 @@ class VLLMEngine:
 
         from transformers import AutoConfig, GenerationConfig
 
-        from divscope.models import stop_ids
+        from divscope.models.tokenizers import stop_ids
 
         try:
             import vllm
@@ -273,7 +273,7 @@ class VLLMEngine:
             ) from error
 
     def check(self, prompts: Sequence[tuple[str, list[int]]]) -> str | None:
-        from divscope.models import length_note
+        from divscope.models.lengths import length_note
 
         self._limits(prompts)
         return length_note(prompts, self.sampling.max_new_tokens, self._contexts())
@@ -283,7 +283,7 @@ class VLLMEngine:
 
     def _limits(self, prompts: Sequence[tuple[str, list[int]]]) -> list[int]:
         """Each prompt's length cap within vLLM's context (--max-model-len or the model's)."""
-        from divscope.models import new_token_limits
+        from divscope.models.lengths import new_token_limits
 
         return new_token_limits(prompts, self.sampling.max_new_tokens, self._contexts())
 

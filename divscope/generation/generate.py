@@ -2,7 +2,7 @@
 
 Responses are written one Parquet part per prompt (`part-NNNNNN.parquet`, N = the prompt's row
 in the prompts file) as soon as all of its `n` samples are done, each part atomically, next to
-a manifest of the settings (`divscope.parts`). A rerun with `resume` and the same settings and
+a manifest of the settings (`divscope.output`). A rerun with `resume` and the same settings and
 prompts skips the prompts whose part exists; one with other settings is refused. An output path
 ending in `.parquet` or `.jsonl` is assembled from the parts (kept in a hidden sibling directory
 until then) when the last prompt is done. Under torchrun or `--shard i/n` each process samples
@@ -30,7 +30,7 @@ from divscope.generation.engine import (
     VLLMOptions,
 )
 from divscope.memory_plan import format_bytes
-from divscope.parts import check_output, frame_digest, share_note, written
+from divscope.output import check_output, frame_digest, share_note, written
 from divscope.progress import Progress, note
 from divscope.schema import GENERATED
 
@@ -186,10 +186,9 @@ def generate(
         >>> tmp.cleanup()
     """
     from divscope.distributed import current_world
-    from divscope.generation.prompts import chat_prompts, prompt_texts
-    from divscope.io import prompt_token_ids, read_prompts
-    from divscope.models import load_tokenizer
-    from divscope.parts import Parts
+    from divscope.models.tokenizers import load_tokenizer
+    from divscope.output import Parts
+    from divscope.prompts import chat_prompts, prompt_texts, prompt_token_ids, read_prompts
 
     if config.engine == "vllm" and (device != DEVICE or device_map is not None):
         flag = "--device-map" if device_map is not None else f"--device {device}"
@@ -280,7 +279,7 @@ def _engine(
     progress: bool,
 ) -> Engine:
     from divscope.generation.engine import HFEngine, VLLMEngine
-    from divscope.models import load_model
+    from divscope.models.loading import load_model
 
     if config.engine == "vllm":
         return VLLMEngine(model, tokenizer, config.sampling, dtype=dtype, options=config.vllm)

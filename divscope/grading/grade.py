@@ -15,7 +15,8 @@ from divscope.estimators import Interval
 from divscope.grading.accuracy import mean_at_n
 from divscope.grading.registry import get_grader
 from divscope.grading.table import GradeConfig, grade_table
-from divscope.io import TokenTableWriter, read_table, write_table
+from divscope.io import read_table, write_table
+from divscope.output import check_target
 from divscope.schema import require_columns
 
 
@@ -89,7 +90,7 @@ def grade(
         (512, 64)
         >>> tmp.cleanup()
     """
-    TokenTableWriter.check_target(out, overwrite=overwrite)
+    check_target(out, overwrite=overwrite)
     get_grader(config.grader)  # an unknown grader fails before a large input is read
     frame = read_table(source)
     require_columns(frame.columns, ["prompt_id", "response"], source=str(source), what="grading")

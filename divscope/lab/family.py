@@ -36,7 +36,7 @@ from divscope.lab.pretrain import PretrainConfig, pretrain
 from divscope.lab.sft import SFTConfig, train_sft
 from divscope.lab.task import Problem, TaskConfig, sample_problem, teacher_solution, verify
 from divscope.lab.tokenizer import build_tokenizer
-from divscope.models import torch_threads
+from divscope.models.threads import torch_threads
 
 # Offsets that give each random stream of a build its own seed.
 _PROMPTS, _INIT, _PRETRAIN, _GRPO, _SFT, _EVAL, _TRAJECTORIES, _TOKENIZER = range(8)

@@ -25,7 +25,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerFast
 from divscope.errors import DivscopeError
 from divscope.lab.sampling import generate
 from divscope.lab.task import verify
-from divscope.scoring.stats import full_js
+from divscope.scoring.metrics import full_js
 
 WEIGHTINGS: tuple[str, ...] = ("none", "base-js", "old-kl")
 """The token weightings of `GRPOConfig.weighting`."""
@@ -241,7 +241,7 @@ def token_divergence(
 
     Returns:
         [batch, len - 1]: `base-js`: JS(π_ref(·|x<t), π_θ(·|x<t)) of the full T=1 distributions
-        (`divscope.scoring.stats.full_js`, the token table's `js_full`); `old-kl`: k3 with
+        (`divscope.scoring.metrics.full_js`, the token table's `js_full`); `old-kl`: k3 with
         x = log π_θ(x_t) − log π_old(x_t), estimating KL(π_old‖π_θ) at the token π_old drew.
     """
     logprobs = logprobs.detach()

@@ -75,7 +75,7 @@ def decoder(
                 "Top-1 tokens are shown as ids: the token table names no base model; pass "
                 "--tokenizer PATH to decode them."
             )
-    from divscope.models import load_tokenizer
+    from divscope.models.tokenizers import load_tokenizer
     from divscope.vocab import TokenPieces
 
     pieces = TokenPieces(load_tokenizer(source))
@@ -172,12 +172,12 @@ def report(
     """
     from divscope.analyses.summary import summary
     from divscope.figures.gallery import PlotInputs, token_columns
-    from divscope.io import TokenTableWriter, read_table, scan_token_table, table_name
-    from divscope.parts import write_atomically
+    from divscope.io import read_table, scan_token_table, table_name
+    from divscope.output import check_target, write_atomically
     from divscope.progress import note
     from divscope.reporting import data, page
 
-    out = TokenTableWriter.check_target(out, overwrite=overwrite)
+    out = check_target(out, overwrite=overwrite)
     if responses < 1:
         raise DivscopeError(f"--responses {responses}: embed at least one response.")
     decode, decode_note = decoder(tokens, tokenizer)

@@ -5,7 +5,7 @@ weight-level gap ratio σ is `divscope.weights` (in `divscope.scoring.weights`).
 """
 
 from divscope.scoring.engine import ScoreConfig, ScoreSummary, score_table, score_trajectories
-from divscope.scoring.stats import Nucleus, PairStats, StatsConfig, pair_stats, top_p_nucleus
+from divscope.scoring.metrics import Nucleus, PairStats, StatsConfig, pair_stats, top_p_nucleus
 
 __all__ = [
     "Nucleus",

@@ -6,7 +6,7 @@ response positions only go through the output head, `chunk_rows` rows at a time,
 statistic of both models is computed on that chunk (`pair_stats`); no `[batch, seq, vocab]`
 tensor ever exists. Each finished batch is handed to `sink` as a token-table frame, so the
 caller streams it to disk. A forward that runs out of GPU memory runs again on each half of
-its batch (`divscope.memory`), with the same result; the statistics of both models are computed
+its batch (`divscope.oom`), with the same result; the statistics of both models are computed
 on the base model's output-head device.
 
 Position contract: the distribution scored for response token t is the next-token
@@ -29,20 +29,20 @@ from torch import Tensor
 
 from divscope.defaults import BATCH_TOKENS
 from divscope.errors import DivscopeError
-from divscope.memory import PLACEMENT_ADVICE, halving
 from divscope.memory_plan import announce, parse_memory, plan_scoring
-from divscope.models import (
+from divscope.models.head import (
     OutputHead,
     check_head_dtype,
     check_head_reproduces_logits,
     check_output_head,
-    context_length,
-    vocab_size,
 )
+from divscope.models.lengths import context_length
+from divscope.models.tokenizers import vocab_size
+from divscope.oom import PLACEMENT_ADVICE, halving
 from divscope.params import Flag
 from divscope.progress import Progress
 from divscope.schema import TOKEN_TABLE, TRAJECTORY_IDS, TRAJECTORY_KEY, require_columns
-from divscope.scoring.stats import StatsConfig, pair_stats
+from divscope.scoring.metrics import StatsConfig, pair_stats
 from divscope.vocab import TokenPieces
 
 # JS below this counts as "near zero" in the summary (nats; JS is in [0, ln 2]).
@@ -75,7 +75,7 @@ class ScoreConfig:
     no plan (the defaults above)."""
     head_dtype: str | None = None
     """`float32` computes the output head in float32 from a float32 copy of its weights
-    (--head-dtype; see `models.OutputHead` for the memory it costs); None: in the weights'
+    (--head-dtype; see `models.head.OutputHead` for the memory it costs); None: in the weights'
     dtype."""
 
     def __post_init__(self) -> None:
@@ -389,7 +389,7 @@ class _BatchScorer:
     `[rows, V]` logits cross devices when the models sit on different ones.
 
     A forward that runs out of GPU memory runs again on each half of the batch
-    (`divscope.memory.halving`), padded to the batch's width, which gives the same hidden
+    (`divscope.oom.halving`), padded to the batch's width, which gives the same hidden
     states (on the CPU; tested). The chunks are always the whole batch's: the output head's
     matrix product may round a row differently in a chunk of other rows (it does on the CPU
     for chunks of 1 to 3 rows), so splitting them would change the table. A chunk's memory

@@ -2,7 +2,7 @@
 
 This is what `divscope score` runs: read and validate the trajectories, cut them into units of
 work (`score_units`), load both models and their (shared) tokenizer, and write each unit's
-token rows as a part (`divscope.parts`) with the run's provenance as metadata. Under torchrun or
+token rows as a part (`divscope.output`) with the run's provenance as metadata. Under torchrun or
 `--shard i/n` each process scores its own share of the units (`divscope.distributed`).
 """
 
@@ -51,7 +51,7 @@ def score(
             vocabulary must be the base model's, `divscope.vocab.check_tokenizers`: differing
             special tokens only warn) and where they run.
         out: the token table (or its path): a path ending in `.parquet` is one file, any other
-            path a directory of parts (`divscope.parts`). Written in parts, one per unit of
+            path a directory of parts (`divscope.output`). Written in parts, one per unit of
             work (`score_units`), each as soon as it is scored; a file is assembled at the end.
             `resume` keeps the parts written, after checking that the settings and
             trajectories are the same; `shard` `i/n` does share i of n of the units.
@@ -88,8 +88,10 @@ def score(
     from divscope import __version__
     from divscope.distributed import current_world
     from divscope.io import attach_token_ids, read_trajectories, scan_token_table
-    from divscope.models import describe_model, describe_placement, load_models, load_tokenizer
-    from divscope.parts import Parts, check_output, frame_digest, share_note
+    from divscope.models.loading import describe_model, load_models
+    from divscope.models.placement import describe_placement
+    from divscope.models.tokenizers import load_tokenizer
+    from divscope.output import Parts, check_output, frame_digest, share_note
     from divscope.scoring.engine import planned, score_trajectories
     from divscope.vocab import check_tokenizers
 

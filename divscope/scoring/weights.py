@@ -32,7 +32,8 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from divscope.errors import DivscopeError
-from divscope.io import TokenTableWriter, write_json
+from divscope.io import write_json
+from divscope.output import check_target
 from divscope.progress import Progress
 
 CHUNK_ELEMENTS = 2**24
@@ -174,7 +175,7 @@ def weights(
     """
     names = tuned_labels(tuned, labels)
     if out is not None:
-        TokenTableWriter.check_target(out, overwrite=overwrite)
+        check_target(out, overwrite=overwrite)
     with ExitStack() as stack:
         reference = Checkpoint.open(base, stack)
         others = {label: Checkpoint.open(path, stack) for label, path in names.items()}

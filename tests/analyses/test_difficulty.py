@@ -17,7 +17,7 @@ from divscope.analyses import (
 )
 from divscope.errors import DivscopeError
 from divscope.io import read_table
-from tests.synthetic import synthetic_results, synthetic_tokens
+from divscope.testing import synthetic_results, synthetic_tokens
 
 LAB_TRAJECTORIES = Path(__file__).parents[2] / "fixtures" / "lab" / "trajectories.jsonl"
 

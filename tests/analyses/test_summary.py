@@ -16,7 +16,7 @@ from divscope.analyses.cross_sample_report import cross_sample_report
 from divscope.analyses.summary import CORE_PAPER
 from divscope.errors import DivscopeError
 from divscope.formatting import cross_sample_text
-from tests.synthetic import synthetic_results, synthetic_tokens
+from divscope.testing import synthetic_results, synthetic_tokens
 
 SUMMARY_MODULE = importlib.import_module("divscope.analyses.summary")
 

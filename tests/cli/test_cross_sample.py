@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from divscope.cli import app
-from divscope.decoding.calibration import Calibration
+from divscope.decoding.gates import Calibration
 from divscope.io import read_cross_sample
 from divscope.schema import CROSS_SAMPLE
 from tests.tinymodels import WORDS, make_model, make_tokenizer
@@ -211,7 +211,7 @@ def test_per_policy_flags_eps_sweep_controls_and_forced_prefix(tmp_path, tiny_pa
 
 
 def test_a_flag_may_override_a_calibrated_value_only_when_told(tmp_path, tiny_pair, prompts):
-    from divscope.decoding.calibration import Gate
+    from divscope.decoding.gates import Gate
 
     base, rl = tiny_pair
     calibration = tmp_path / "gate.json"

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from divscope.cli import app
-from tests.synthetic import synthetic_results, synthetic_tokens
+from divscope.testing import synthetic_results, synthetic_tokens
 
 matplotlib.use("Agg")
 

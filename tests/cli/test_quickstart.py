@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from divscope.cli import app
 from divscope.io import read_table, read_token_table
-from divscope.study.quickstart import QuickstartConfig
+from divscope.lab_study import QuickstartConfig
 
 LAB = Path(__file__).parents[2] / "fixtures" / "lab"
 STAGES = 13

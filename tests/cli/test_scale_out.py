@@ -16,9 +16,9 @@ import torch
 import divscope
 from divscope.decoding.policies import Base, Forward
 from divscope.io import read_cross_sample, read_table, read_token_table
-from divscope.models import torch_threads
+from divscope.models.threads import torch_threads
+from divscope.output import MANIFEST
 from divscope.params import ModelPair, PartedOutput
-from divscope.parts import MANIFEST
 
 LAB = Path(__file__).resolve().parents[2] / "fixtures" / "lab"
 TRAJECTORIES = LAB / "trajectories.jsonl"

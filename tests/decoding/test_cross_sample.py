@@ -1,4 +1,4 @@
-"""`format_summary`: the table `divscope cross-sample` prints; `cross_sample`'s controls at
+"""`curve_text`: the table `divscope cross-sample` prints; `cross_sample`'s controls at
 rl-replace's sampling, `early` with a share, and the forced prefix."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import polars as pl
 import pytest
 
 from divscope.analyses.cross_sample import cross_sampling_curve
+from divscope.formatting import curve_text
 from divscope.errors import DivscopeError
-from divscope.formatting import format_summary
 
 
 def results(forward_eps: list[float]) -> pl.DataFrame:
@@ -52,10 +52,8 @@ def results(forward_eps: list[float]) -> pl.DataFrame:
         ),
     ],
 )
-def test_format_summary_names_the_setting_only_when_a_policy_has_several(
-    forward_eps, expected_rows
-):
-    table = format_summary(cross_sampling_curve(results(forward_eps), n_boot=10))
+def test_curve_text_names_the_setting_only_when_a_policy_has_several(forward_eps, expected_rows):
+    table = curve_text(cross_sampling_curve(results(forward_eps), n_boot=10))
     width = len(expected_rows[0])
     assert [tuple(line.split()[:width]) for line in table.splitlines()] == expected_rows
 
@@ -141,7 +139,7 @@ def test_forced_prefix_opens_the_response_and_decoding_continues_after_it(
     from divscope.decoding import DecodeConfig, Request, decode
     from divscope.decoding.cross_sample import load
     from divscope.decoding.policies import Base, Forward
-    from divscope.io import read_prompts
+    from divscope.prompts import read_prompts
 
     policies = [Base(), Forward(eps=0.1)]
     results = _cross_sample(prompts, tiny_pair, tmp_path / "r.parquet", policies,

@@ -35,8 +35,9 @@ NEVER = float("inf")  # an eps no JS reaches: never switch
 @pytest.fixture(scope="module")
 def lab():
     """The lab's base and rl models in bfloat16 on cuda, and 24 eval prompts × 2 samples."""
-    from divscope.io import prompt_token_ids, read_prompts
-    from divscope.models import load_model, load_tokenizer
+    from divscope.models.loading import load_model
+    from divscope.models.tokenizers import load_tokenizer
+    from divscope.prompts import prompt_token_ids, read_prompts
 
     tokenizer = load_tokenizer(str(LAB / "base"))
     models = {
@@ -134,7 +135,7 @@ def test_an_output_head_on_another_device_decodes_the_same(tmp_path):
     """Decoder on cuda:0, output head on cuda:1, float32: the same responses. (A head on the
     CPU next to a GPU decoder is offloaded by accelerate, which `load_model` refuses.)"""
     pytest.importorskip("accelerate")  # transformers needs it for any device_map
-    from divscope.models import load_model
+    from divscope.models.loading import load_model
 
     for seed, name in enumerate(("base", "rl")):
         make_model("llama", vocab_size=48, seed=seed).save_pretrained(tmp_path / name)

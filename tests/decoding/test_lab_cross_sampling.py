@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from divscope.decoding import DecodeConfig, Request, build_policy, decode
-from divscope.io import prompt_token_ids, read_prompts
-from divscope.models import load_model, load_tokenizer
+from divscope.models.loading import load_model
+from divscope.models.tokenizers import load_tokenizer
+from divscope.prompts import prompt_token_ids, read_prompts
 
 LAB = Path(__file__).resolve().parents[2] / "fixtures" / "lab"
 pytestmark = pytest.mark.skipif(

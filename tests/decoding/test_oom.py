@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import divscope.memory
+import divscope.oom
 from divscope.decoding import DecodeConfig, Lockstep, Request, build_policy, decode
 from divscope.errors import DivscopeError, DivscopeWarning
 from divscope.scoring import StatsConfig
@@ -32,8 +32,9 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def lab():
     """The lab's base and rl models, 8 requests (4 eval prompts x 2 samples, budget 2), the
     vocabulary and the stop ids."""
-    from divscope.io import prompt_token_ids, read_prompts
-    from divscope.models import load_model, load_tokenizer
+    from divscope.models.loading import load_model
+    from divscope.models.tokenizers import load_tokenizer
+    from divscope.prompts import prompt_token_ids, read_prompts
 
     tokenizer = load_tokenizer(str(LAB / "base"))
     models = {name: load_model(str(LAB / name), device="cpu") for name in ("base", "rl")}
@@ -50,7 +51,7 @@ def lab():
 @pytest.fixture(autouse=True)
 def no_split_yet(monkeypatch):
     """A process that has not split a batch yet: its next split warns."""
-    monkeypatch.setattr(divscope.memory, "_warned", set())
+    monkeypatch.setattr(divscope.oom, "_warned", set())
 
 
 def _fitting(monkeypatch, rows: int) -> list[int]:

@@ -21,7 +21,7 @@ from divscope.decoding.policies import (
     build_policy,
 )
 from divscope.errors import DivscopeError
-from divscope.scoring.stats import StatsConfig, top1
+from divscope.scoring.metrics import StatsConfig, top1
 from tests.decoding.helpers import EOS, VOCAB, tiny_requests
 from tests.tinymodels import make_model
 

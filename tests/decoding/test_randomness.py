@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from divscope.decoding.randomness import Stream, inverse_cdf, prompt_key, uniforms
-from divscope.scoring.stats import StatsConfig, truncate
+from divscope.scoring.metrics import StatsConfig, truncate
 
 
 def test_uniforms_depend_only_on_their_key():

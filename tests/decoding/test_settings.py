@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from divscope.decoding.calibration import Calibration, Gate
+from divscope.decoding.gates import Calibration, Gate
 from divscope.decoding.policies import (
     RL,
     Base,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from divscope.scoring.stats import (
+from divscope.scoring.metrics import (
     StatsConfig,
     entropy_and_cross_entropy,
     pair_stats,

@@ -22,7 +22,7 @@ from divscope.decoding.randomness import inverse_cdf
 from divscope.defaults import REPLACE_TEMPERATURE, REPLACE_TOP_P
 from divscope.errors import DivscopeError
 from divscope.schema import CROSS_SAMPLE
-from divscope.scoring.stats import StatsConfig, truncate
+from divscope.scoring.metrics import StatsConfig, truncate
 from tests.decoding.helpers import VOCAB, tiny_decode, tiny_requests
 from tests.tinymodels import make_model, make_tokenizer
 

@@ -9,7 +9,7 @@ matplotlib.use("Agg")
 import polars as pl  # noqa: E402
 import pytest  # noqa: E402
 
-from tests.synthetic import synthetic_results, synthetic_tokens  # noqa: E402
+from divscope.testing import synthetic_results, synthetic_tokens  # noqa: E402
 
 
 @pytest.fixture(scope="session")

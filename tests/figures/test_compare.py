@@ -10,7 +10,7 @@ from matplotlib.colors import same_color
 from divscope import analyses, figures
 from divscope.errors import DivscopeError
 from divscope.figures.style import table_style
-from tests.synthetic import synthetic_tokens
+from divscope.testing import synthetic_tokens
 
 COMPARE_FIGURES = [
     "compare_positional_profile", "compare_entropy", "compare_topk_overlap",

@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 
 from divscope import analyses, figures
 from divscope.errors import DivscopeError
-from tests.synthetic import synthetic_tokens
+from divscope.testing import synthetic_tokens
 
 TOKEN_FIGURES = [
     "divergence_histogram", "percentile_curve", "lorenz", "positional_profile", "early_density",

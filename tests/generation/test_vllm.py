@@ -184,7 +184,7 @@ def test_every_prompt_is_queued_up_front_and_written_when_done(stand_in, tiny_pa
 
 def _stand_in_engine(tiny_pair, sampling: Sampling):
     from divscope.generation import VLLMEngine
-    from divscope.models import load_tokenizer
+    from divscope.models.tokenizers import load_tokenizer
 
     return VLLMEngine(str(tiny_pair[0]), load_tokenizer(str(tiny_pair[0])), sampling)
 
@@ -225,7 +225,7 @@ def vllm_engine():
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
     from divscope.generation import VLLMEngine
-    from divscope.models import load_tokenizer
+    from divscope.models.tokenizers import load_tokenizer
 
     options = VLLMOptions(gpu_memory_utilization=0.3, max_model_len=320)
     tokenizer = load_tokenizer(str(LAB / "base"))
@@ -234,8 +234,8 @@ def vllm_engine():
 
 @pytest.mark.gpu
 def test_the_same_prompts_give_the_same_samples(vllm_engine):
-    from divscope.io import prompt_token_ids
-    from divscope.models import load_tokenizer
+    from divscope.models.tokenizers import load_tokenizer
+    from divscope.prompts import prompt_token_ids
 
     tokenizer = load_tokenizer(str(LAB / "base"))
     frame = pl.DataFrame(_lab_prompts(8))

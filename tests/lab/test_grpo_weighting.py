@@ -11,7 +11,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from divscope.errors import DivscopeError
 from divscope.lab.grpo import GRPOConfig, grpo_loss, token_divergence, token_weights, train_grpo
-from divscope.models import torch_threads
+from divscope.models.threads import torch_threads
 
 LAB = Path(__file__).resolve().parents[2] / "fixtures" / "lab"
 

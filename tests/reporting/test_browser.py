@@ -17,7 +17,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.synthetic import synthetic_tokens
+from divscope.testing import synthetic_tokens
 
 try:
     from playwright.sync_api import sync_playwright

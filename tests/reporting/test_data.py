@@ -10,7 +10,7 @@ import pytest
 
 from divscope.errors import DivscopeError
 from divscope.reporting import data
-from tests.synthetic import synthetic_tokens
+from divscope.testing import synthetic_tokens
 
 PER_TOKEN = ("token", "top1_base", "top1_rl", "rl_top1_rank_in_base", *data.FLOAT_COLUMNS)
 

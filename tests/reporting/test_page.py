@@ -10,7 +10,7 @@ import pytest
 from divscope.analyses.summary import summary
 from divscope.errors import DivscopeError
 from divscope.reporting import data, page
-from tests.synthetic import synthetic_results, synthetic_tokens
+from divscope.testing import synthetic_results, synthetic_tokens
 
 MINIMAL = (
     "<html><head><title>{{title}}</title><style>{{style}}</style></head><body>"

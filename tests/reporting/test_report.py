@@ -14,7 +14,7 @@ from divscope.cli import app
 from divscope.errors import DivscopeError
 from divscope.params import ModelPair
 from divscope.reporting.report import ReportSummary
-from tests.synthetic import synthetic_results, synthetic_tokens
+from divscope.testing import synthetic_results, synthetic_tokens
 
 LAB = Path(__file__).parents[2] / "fixtures" / "lab"
 

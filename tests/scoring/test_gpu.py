@@ -171,7 +171,7 @@ def test_an_output_head_on_another_device_scores_the_same(tmp_path, tokenizer):
     float32: the split run equals the single-device one within 1e-4, and a discrete value may
     differ only at a reference near-tie."""
     pytest.importorskip("accelerate")  # transformers needs it for any device_map
-    from divscope.models import load_model
+    from divscope.models.loading import load_model
 
     base = make_model("llama", HEAD_ROWS, seed=0, max_positions=CONTEXT, logit_scale=12.0)
     cpu = {"base": base, "rl": rl_twin(base, seed=1)}

@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 import torch
 
-import divscope.memory
+import divscope.oom
 import divscope.scoring.engine as engine
 from divscope.errors import DivscopeError, DivscopeWarning
 from divscope.io import read_trajectories
-from divscope.models import load_model, load_tokenizer
+from divscope.models.loading import load_model
+from divscope.models.tokenizers import load_tokenizer
 from divscope.scoring import ScoreConfig, score_table
 
 LAB = Path(__file__).resolve().parents[2] / "fixtures" / "lab"
@@ -48,7 +49,7 @@ def want(lab):
 @pytest.fixture(autouse=True)
 def no_split_yet(monkeypatch):
     """A process that has not split a batch yet: its next split warns."""
-    monkeypatch.setattr(divscope.memory, "_warned", set())
+    monkeypatch.setattr(divscope.oom, "_warned", set())
 
 
 def _forward_fitting(rows: int, seen: list[int] | None = None):

@@ -87,7 +87,7 @@ def test_the_pair_tokenizes_as_qwen(qwen_tokenizer):
 def test_text_and_its_ids_score_the_same(text_table, text_table_path, qwen_pair, qwen_tokenizer):
     # The engine on the ids the tokenizer makes of the text: what `score` runs on an ids file,
     # without loading the two tokenizers again (about 5 s at this vocabulary).
-    from divscope.models import load_model
+    from divscope.models.loading import load_model
     from divscope.scoring import score_table
 
     ids = pl.DataFrame(_rows(qwen_tokenizer))

@@ -9,7 +9,7 @@ import torch
 from transformers.generation.logits_process import TopPLogitsWarper
 
 from divscope.errors import DivscopeError
-from divscope.scoring.stats import (
+from divscope.scoring.metrics import (
     StatsConfig,
     pair_stats,
     sorted_window,

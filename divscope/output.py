@@ -1,4 +1,6 @@
-"""Outputs written in parts, so that nothing finished is ever lost.
+"""Where outputs are written: the target checked before any work (`check_target`,
+`check_output`), written atomically (`write_atomically`), and in parts, so that nothing finished
+is ever lost.
 
 `score`, `generate` and `cross-sample` cut their work into units (`divscope.distributed`) and
 write one Parquet part per unit, `part-NNNNNN.parquet`, as soon as the unit is done: under a
@@ -275,6 +277,16 @@ class Parts:
             write_atomically(self.out, lambda tmp: _assemble(files, tmp, self.out.suffix))
             remove(self.directory)
         return True
+
+
+def check_target(path: str | os.PathLike, *, overwrite: bool) -> Path:
+    """Raise unless `path` is free or may be replaced; call early to fail fast."""
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise DivscopeError(
+            f"{path}: output exists; pass --overwrite (overwrite=True) to replace it."
+        )
+    return path
 
 
 def check_output(out: str | os.PathLike, world: World) -> None:

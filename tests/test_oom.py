@@ -27,7 +27,8 @@ from divscope.memory_plan import (
     scoring_bytes_per_row,
     weight_bytes,
 )
-from divscope.models import load_models, load_tokenizer
+from divscope.models.loading import load_models
+from divscope.models.tokenizers import load_tokenizer
 from divscope.scoring.engine import ScoreConfig, score_table
 from tests.conftest import LAB
 

@@ -440,7 +440,7 @@ def quickstart(
         >>> report = divscope.quickstart("runs/quickstart-fast", fast=True)  # doctest: +SKIP
         >>> print(report.format())  # doctest: +SKIP
     """
-    from divscope.models import torch_threads
+    from divscope.models.threads import torch_threads
 
     config = QuickstartConfig.fast() if fast else QuickstartConfig()
     family = _lab(Path(lab))
@@ -497,7 +497,7 @@ def _prepare(out: Path, *, overwrite: bool) -> dict[str, dict[str, Any]]:
         DivscopeError: `out` is a file, a directory quickstart did not write, or a manifest
             that cannot be read (without `overwrite`).
     """
-    from divscope.parts import remove
+    from divscope.output import remove
 
     manifest = out / MANIFEST
     if overwrite:
@@ -658,7 +658,7 @@ def _stages(paths: _Paths, family: _Lab, config: QuickstartConfig, progress: boo
         from divscope.analyses.analyze import analyze as summarize
         from divscope.formatting import digest
         from divscope.io import read_table, write_json
-        from divscope.parts import write_atomically
+        from divscope.output import write_atomically
 
         result = summarize(
             paths.tokens, paths.summary, compare=compare, cross_sample=paths.cross_sample,

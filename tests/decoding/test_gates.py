@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from divscope.decoding.calibration import Calibration, Gate, calibrate_scores, calibrate_table
+from divscope.decoding.gates import Calibration, Gate, calibrate_scores, calibrate_table
 from divscope.errors import DivscopeError
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from divscope.errors import DivscopeError
 from divscope.estimators import Interval
-from divscope.study.quickstart import (
+from divscope.lab_study import (
     MANIFEST,
     Headline,
     QuickstartConfig,
@@ -22,7 +22,7 @@ from divscope.study.quickstart import (
     _Stage,
 )
 
-LAB = Path(__file__).parents[2] / "fixtures" / "lab"
+LAB = Path(__file__).parents[1] / "fixtures" / "lab"
 
 
 class Recorder:

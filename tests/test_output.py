@@ -1,4 +1,4 @@
-"""`divscope.parts`: manifests, atomic checksummed parts, resuming, and damage found on read."""
+"""`divscope.output`: manifests, atomic checksummed parts, resuming, and damage found on read."""
 
 import json
 
@@ -9,7 +9,7 @@ import pytest
 from divscope.distributed import World
 from divscope.errors import DivscopeError
 from divscope.io import read_table
-from divscope.parts import MANIFEST, Parts, frame_digest, part_name
+from divscope.output import MANIFEST, Parts, frame_digest, part_name
 
 SETTINGS = {"top_p": 0.7, "inputs_sha256": "abc"}
 

@@ -1,0 +1,19 @@
+"""One response to decode: what the lockstep decoder takes and policies read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Request:
+    """One response to decode."""
+
+    prompt_id: str
+    sample_id: int
+    prompt_ids: tuple[int, ...]
+    budget: int = -1
+    """Most switches allowed; −1 = unlimited."""
+    map_steps: tuple[int, ...] | None = None
+    """The steps of a retrospective map where the policy's response is divergent (the map's
+    positions, less a forced opening's length); None without one."""

@@ -1,0 +1,146 @@
+"""Loading causal LMs, and describing a loaded one for the output's metadata.
+
+A model is a local directory or a hub id, loaded through `AutoModelForCausalLM`; weights are
+never downloaded by the tests (they use the committed lab models and tiny models built in the
+test), but the hub path is the one users run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from divscope.errors import DivscopeError
+from divscope.models.placement import (
+    config_dtype,
+    load_config,
+    model_devices,
+    resolve_device,
+    resolve_dtype,
+    run_dtype,
+    weights_device,
+)
+
+
+def load_model(
+    name_or_path: str,
+    *,
+    dtype: Any = "auto",
+    device: str = "auto",
+    device_map: str | dict | None = None,
+    revision: str | None = None,
+):
+    """Load a causal LM in eval mode.
+
+    Args:
+        name_or_path: a local directory with `config.json` or a hub id.
+        dtype: `auto`, `float32`, `bfloat16` or `float16` (see `resolve_dtype`), or a torch
+            dtype (a run's, from `run_dtype`).
+        device: `auto`, `cpu`, `cuda` or `cuda:N`; ignored when `device_map` is given.
+        device_map: passed to `from_pretrained` (e.g. `auto`) for models larger than one GPU;
+            needs accelerate (`pip install 'divscope[big]'`).
+        revision: a hub branch, tag or commit.
+
+    Raises:
+        DivscopeError: the model cannot be found or loaded, `device_map` without accelerate,
+            or a device map that leaves weights offloaded (`check_not_offloaded`).
+    """
+    from importlib.util import find_spec
+
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging
+
+    from divscope.progress import is_terminal
+
+    if device_map is not None and find_spec("accelerate") is None:
+        raise DivscopeError("--device-map needs accelerate: pip install 'divscope[big]'.")
+    if not is_terminal():  # its "Loading weights" bar would redraw line after line into the log
+        logging.disable_progress_bar()
+    device = resolve_device(device) if device_map is None else device
+    config = load_config(name_or_path, revision)
+    placement = weights_device(device, device_map)
+    torch_dtype = (
+        resolve_dtype(dtype, placement, config_dtype(config)) if isinstance(dtype, str) else dtype
+    )
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            name_or_path, revision=revision, dtype=torch_dtype, device_map=device_map
+        )
+    except (OSError, ValueError) as error:
+        raise DivscopeError(f"model {name_or_path!r}: could not load weights ({error}).") from error
+    if device_map is None:
+        model = model.to(device)
+    else:
+        check_not_offloaded(model, name_or_path)
+    return model.eval()
+
+
+def check_not_offloaded(model, name_or_path: str) -> None:
+    """Refuse a model that a device map left partly offloaded: accelerate keeps such weights on
+    the `meta` device (in CPU memory or on disk) and copies them in at every forward, which
+    the output head divscope computes itself cannot use, and which is slow.
+
+    Raises:
+        DivscopeError: naming the model, a few of its offloaded modules and what to do.
+    """
+    offloaded = [name for name, p in model.named_parameters() if p.device.type == "meta"]
+    if not offloaded:
+        return
+    placed = getattr(model, "hf_device_map", None) or {}
+
+    def module(parameter: str) -> str:
+        """The device map's entry holding `parameter`, else the module that owns it."""
+        entries = [m for m in placed if m == "" or parameter.startswith(f"{m}.")]
+        return max(entries, key=len, default=parameter.rpartition(".")[0]) or "the whole model"
+
+    modules = list(dict.fromkeys(module(name) for name in offloaded))
+    shown = ", ".join(modules[:3]) + (f" and {len(modules) - 3} more" if len(modules) > 3 else "")
+    raise DivscopeError(
+        f"model {name_or_path!r}: the device map offloaded {shown} to the CPU or disk (the "
+        "model does not fit on the GPUs); divscope needs every weight on a device. Use more or "
+        "larger GPUs, a smaller --dtype, or --base-device/--rl-device on separate GPUs."
+    )
+
+
+def load_models(
+    paths: Mapping[str, str],
+    *,
+    dtype: str,
+    device: str,
+    device_map: str | None,
+    devices: Mapping[str, str | None] | None = None,
+) -> dict[str, Any]:
+    """Load every model of a run in one dtype (`run_dtype`, read from the first model).
+
+    Args:
+        paths: model name -> local directory or hub id, the first one deciding `auto`.
+        dtype: `auto`, `float32`, `bfloat16` or `float16`.
+        device: `auto`, `cpu`, `cuda` or `cuda:N`.
+        device_map: passed to `from_pretrained`.
+        devices: model name -> its own device (`cpu`, `cuda`, `cuda:N`; `--base-device`,
+            `--rl-device`), overriding `device` for it; None (or a model left out): `device`.
+
+    Raises:
+        DivscopeError: a model's own device that is unknown or absent (naming its flag), or
+            given together with `device_map`; see `load_model`.
+    """
+    placed = model_devices(paths, device, device_map, devices)
+    first = next(iter(paths))
+    torch_dtype = run_dtype(dtype, placed[first], device_map, paths[first])
+    return {
+        name: load_model(path, dtype=torch_dtype, device=placed[name], device_map=device_map)
+        for name, path in paths.items()
+    }
+
+
+def describe_model(model, name_or_path: str, revision: str | None = None) -> dict[str, Any]:
+    """Provenance for the token table's metadata: path or id, revision, commit, size, dtype."""
+    return {
+        "name_or_path": name_or_path,
+        "revision": revision,
+        "commit_hash": getattr(model.config, "_commit_hash", None),
+        "architecture": (model.config.architectures or [type(model).__name__])[0],
+        "n_parameters": sum(p.numel() for p in model.parameters()),
+        "dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
+        "device": str(next(model.parameters()).device),
+    }
