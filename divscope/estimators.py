@@ -108,7 +108,7 @@ def majority_at_k(
     generator seeded with `seed`.
 
     Args:
-        answers: per response its answer (e.g. `divscope.grading.answer.final_answer`), None when
+        answers: per response its answer (e.g. `divscope.answers.final_answer`), None when
             it gives none.
         correct: per response its grade.
         k: votes per subset, 1 <= k <= n.

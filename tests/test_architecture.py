@@ -161,9 +161,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "ground",
         (
             "divscope._lazy", "divscope.errors", "divscope.defaults", "divscope.schema",
-            "divscope.estimators", "divscope.io", "divscope.output", "divscope.prompts",
-            "divscope.progress", "divscope.vocab", "divscope.oom", "divscope.memory_plan",
-            "divscope.distributed", "divscope.testing",
+            "divscope.estimators", "divscope.answers", "divscope.io", "divscope.output",
+            "divscope.prompts", "divscope.progress", "divscope.vocab", "divscope.oom",
+            "divscope.memory_plan", "divscope.distributed", "divscope.testing", "divscope.params",
         ),
     ),
     (

@@ -42,6 +42,7 @@ from divscope.analyses.controls import (
     parse_difference,
     prompt_benchmarks,
 )
+from divscope.answers import final_answer, last_boxed
 from divscope.errors import DivscopeError
 from divscope.estimators import (
     MAJORITY_SUBSETS,
@@ -52,7 +53,6 @@ from divscope.estimators import (
     majority_at_k,
     pass_at_k,
 )
-from divscope.grading.answer import final_answer, last_boxed
 from divscope.schema import SETTING_COLUMNS
 
 CURVE_COLUMNS: tuple[str, ...] = (
@@ -808,7 +808,7 @@ def majority_at_k_curve(
 ) -> pl.DataFrame:
     """Mean majority@k over prompts, per group, with paired intervals (as `pass_at_k_curve`).
 
-    A response's answer is `divscope.grading.answer.final_answer` of its `response` when the
+    A response's answer is `divscope.answers.final_answer` of its `response` when the
     response has a complete `\\boxed{}`; a response without one is unanswered and votes for
     nothing. Per prompt, majority@k is `divscope.estimators.majority_at_k` over the
     prompt's responses in `sample_id` order (when present): exact when the prompt has at most

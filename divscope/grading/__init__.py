@@ -21,12 +21,12 @@ _EXPORTS: dict[str, str] = {
     "Outcome": "divscope.grading.pool",
     "TimeoutPool": "divscope.grading.pool",
     "Verdict": "divscope.grading.verdict",
-    "final_answer": "divscope.grading.answer",
+    "final_answer": "divscope.answers",
     "get_grader": "divscope.grading.registry",
     "grade_table": "divscope.grading.table",
     "grader_target": "divscope.grading.registry",
     "known_graders": "divscope.grading.registry",
-    "last_boxed": "divscope.grading.answer",
+    "last_boxed": "divscope.answers",
     "mean_at_n": "divscope.grading.accuracy",
 }
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from divscope.grading.answer import final_answer
+from divscope.answers import final_answer
 from divscope.grading.verdict import Verdict
 
 

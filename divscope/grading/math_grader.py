@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from math_verify import parse, verify
 
-from divscope.grading.answer import last_boxed
+from divscope.answers import last_boxed
 from divscope.grading.verdict import Verdict
 
 # The pool enforces the time limit; Math-Verify warns once that its own limit is off.

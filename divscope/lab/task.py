@@ -42,8 +42,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from divscope.answers import last_boxed
 from divscope.errors import DivscopeError
-from divscope.grading.answer import last_boxed
 
 Plan = Literal["forward", "backward"]
 Unknown = Literal["start", "end"]

@@ -9,8 +9,8 @@ import polars as pl
 import pytest
 
 from divscope.analyses.cross_sample import cross_sampling_curve
-from divscope.formatting import curve_text
 from divscope.errors import DivscopeError
+from divscope.formatting import curve_text
 
 
 def results(forward_eps: list[float]) -> pl.DataFrame:
