@@ -37,9 +37,12 @@ _EXPORTS: dict[str, str] = {
     "DecodeConfig": "divscope.decoding.lockstep",
     "GenerateConfig": "divscope.generation.generate",
     "GradeConfig": "divscope.grading.table",
+    "Metrics": "divscope.analyses.summary",
+    "Recovery": "divscope.params",
     "Sampling": "divscope.generation.engine",
     "ScoreConfig": "divscope.scoring.engine",
     "StatsConfig": "divscope.scoring.metrics",
+    "Study": "divscope.analyses.study",
     "VLLMOptions": "divscope.generation.engine",
 }
 

@@ -33,11 +33,13 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from divscope.analyses.study import Study
 from divscope.analyses.summary import Summary
 from divscope.defaults import (
     CALIBRATION_SAMPLES,
@@ -50,6 +52,7 @@ from divscope.defaults import (
 )
 from divscope.errors import DivscopeError
 from divscope.estimators import Interval
+from divscope.params import Output, Recovery
 
 MANIFEST = "quickstart.json"
 """The record of the stages done, in the output directory."""
@@ -575,7 +578,7 @@ def _stages(paths: _Paths, family: _Lab, config: QuickstartConfig, progress: boo
     sampling = Sampling(n=c.samples, max_new_tokens=c.max_new_tokens, seed=c.seed)
     models = ("base", "rl", "sft")
     graded = tuple(paths.graded(m) for m in models)
-    compare = {"SFT": paths.sft_tokens}
+    recovery = Recovery(n_boot=c.n_boot, seed=c.seed)
     compared = ("score rl", "score sft", "cross-sample")
     tables = (*compared, "score checkpoints")
 
@@ -654,16 +657,23 @@ def _stages(paths: _Paths, family: _Lab, config: QuickstartConfig, progress: boo
         assert results is not None  # one process: the output is complete
         return f"{results.height:,} responses"
 
+    @cache
+    def study() -> Study:
+        """The study that analyze, plot and report share, read once (after cross-sample)."""
+        return Study(
+            paths.tokens,
+            compare={"SFT": paths.sft_tokens},
+            evolution=paths.evolution,
+            cross_sample=paths.cross_sample,
+        )
+
     def analyze(resume: bool) -> str:
         from divscope.analyses.analyze import analyze as summarize
         from divscope.formatting import digest
         from divscope.io import read_table, write_json
         from divscope.output import write_atomically
 
-        result = summarize(
-            paths.tokens, paths.summary, compare=compare, cross_sample=paths.cross_sample,
-            n_boot=c.n_boot, seed=c.seed, overwrite=True,
-        )  # fmt: skip
+        result = summarize(study(), Output(paths.summary, overwrite=True), recovery=recovery)
         text = digest(result, source=paths.tokens) + "\n"
         write_atomically(paths.digest, lambda tmp: tmp.write_text(text))
         numbers = headline(result, read_table(paths.cross_sample), n_boot=c.n_boot, seed=c.seed)
@@ -674,10 +684,8 @@ def _stages(paths: _Paths, family: _Lab, config: QuickstartConfig, progress: boo
         from divscope.figures.plot import plot as draw
 
         report = draw(
-            paths.tokens, paths.figures, cross_sample=paths.cross_sample, compare=compare,
-            evolution=paths.evolution, formats=c.formats, n_boot=c.n_boot, seed=c.seed,
-            overwrite=True,
-        )  # fmt: skip
+            study(), Output(paths.figures, overwrite=True), recovery=recovery, formats=c.formats
+        )
         skipped = f" ({', '.join(report.skipped)} skipped)" if report.skipped else ""
         return f"{len(report.written)} figures{skipped}"
 
@@ -685,10 +693,8 @@ def _stages(paths: _Paths, family: _Lab, config: QuickstartConfig, progress: boo
         from divscope.reporting.report import report as write_report
 
         result = write_report(
-            paths.tokens, paths.report, cross_sample=paths.cross_sample, compare=compare,
-            evolution=paths.evolution, n_boot=c.n_boot, seed=c.seed, overwrite=True,
-            progress=False,
-        )  # fmt: skip
+            study(), Output(paths.report, overwrite=True), recovery=recovery, progress=False
+        )
         return f"{result.bytes / 2**20:.1f} MiB, {len(result.figures)} figures"
 
     inputs = {"lab": str(family.root), "build_sha256": family.digest, "divscope": __version__}

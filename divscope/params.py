@@ -156,16 +156,14 @@ class PartedOutput(Output):
 
 @dataclass(frozen=True)
 class Recovery:
-    """How recovery and its intervals are estimated from graded responses.
+    """How recovery and its intervals are estimated from graded responses: the measure, the
+    controls that bound it, and the bootstrap. Its upper bound, an input, is the `Study`'s
+    `reference`.
 
     >>> Recovery().n_boot, Recovery(recovery_at=8).recovery_at
     (1000, 8)
     """
 
-    reference: str | None = None
-    """The upper bound of recovery: graded results of a third model (a file, e.g. the thinking
-    model's `divscope generate` + `grade` output) or a policy label of the cross-sample results;
-    default: the matched rl control."""
     recovery_at: Annotated[int | None, Flag(min=1)] = None
     """Recovery on unbiased pass@K per prompt (the takeover paper: --recovery-at 8); default:
     on mean@n (the core paper)."""
@@ -176,7 +174,7 @@ class Recovery:
     n_boot: Annotated[int, Flag(min=1)] = N_BOOT
     """Bootstrap resamples."""
     seed: int = SEED
-    """Seed of every bootstrap."""
+    """Seed of every bootstrap (and of the figures' and the token viewer's samples)."""
     confidence: Annotated[float, LIBRARY_ONLY] = 0.95
     """Coverage of the intervals."""
 

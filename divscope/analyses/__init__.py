@@ -65,11 +65,11 @@ from divscope.analyses.shift import (
 from divscope.analyses.summary import (
     CoreSection,
     CoreThresholds,
+    Metrics,
     RastSection,
     Summary,
     TakeoverSection,
     core_thresholds,
-    section_metrics,
     summary,
     to_jsonable,
 )
@@ -103,6 +103,7 @@ __all__ = [
     "Histogram",
     "Lorenz",
     "MatchedThreshold",
+    "Metrics",
     "PathCoverage",
     "PlanningEnrichment",
     "RankReordering",
@@ -152,7 +153,6 @@ __all__ = [
     "response_scores",
     "roc_points",
     "sample_rows",
-    "section_metrics",
     "setting_difference",
     "setting_differences",
     "setting_labels",

@@ -7,35 +7,33 @@ Unlike the other analyses, `analyze` reads and writes files.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping, Sequence
+from typing import Annotated
 
-from divscope.analyses.difficulty import difficulty_tertiles
-from divscope.analyses.summary import Summary, summary
-from divscope.defaults import CORE_METRIC, N_BOOT, SEED, TAKEOVER_METRIC
+from divscope.analyses.study import Study
+from divscope.analyses.summary import Metrics, Summary, summary
 from divscope.errors import DivscopeError
+from divscope.params import Flag, Output, Recovery
 
 
 def analyze(
-    tokens: str | os.PathLike,
-    out: str | os.PathLike,
-    *,
-    compare: Mapping[str, str | os.PathLike] | None = None,
-    cross_sample: str | os.PathLike | None = None,
-    reference: str | os.PathLike | None = None,
-    recovery_at: int | None = None,
-    differences: Sequence[str] | None = None,
-    difficulty: str | os.PathLike | None = None,
-    difficulty_model: str | None = None,
-    metric: str | None = None,
-    core_metric: str = CORE_METRIC,
-    takeover_metric: str = TAKEOVER_METRIC,
-    rescale_thresholds: bool = False,
-    n_boot: int = N_BOOT,
-    seed: int = SEED,
-    overwrite: bool = False,
+    study: Study,
+    out: Output,
+    metrics: Metrics = Metrics(),  # noqa: B008 (frozen, hashable)
+    recovery: Recovery = Recovery(),  # noqa: B008 (frozen, hashable)
+    differences: Annotated[tuple[str, ...], Flag("--difference")] = (),
 ) -> Summary:
     """Summarize a token table paper by paper and write the summary as JSON.
+
+    Where the RL model departs from the base, each statistic as its paper computes it: the core
+    paper's (Sparse but Critical; sparsity, position, entropy, top-k overlap, rank reordering, tail
+    promotion, word frequencies) on js, the takeover paper's (Lorenz/Gini, early density, planning
+    words, failure AUROC, IoU with base entropy) on ce_base_rl, and RAST's path coverage; with
+    --compare, side-by-side sparsity; with --cross-sample, the cross-sample report (recovery per
+    setting, pass@k, majority@k, flips, differences, recovery and effective/total switches per
+    eps, and with `switch_js` the share of switch positions still above eps online); with
+    --difficulty, sparsity, position and (with --cross-sample) recovery per tertile of the base
+    model's pass@1 (prompts of equal pass@1 share a tertile), with easy - hard differences and
+    problem-bootstrap intervals.
 
     The JSON holds `tokens` (the path), `metadata` (the token table's `divscope` metadata, or
     null when it has none) and every field of the `Summary`: `n_tokens`, `n_responses`,
@@ -44,31 +42,16 @@ def analyze(
     frames as lists of rows and NaN as null.
 
     Args:
-        tokens: the token table (a .parquet file or a directory of parts).
-        out: the JSON file, written atomically.
-        compare: label -> another token table on the same trajectories (e.g. the SFT control),
-            for side-by-side sparsity; `tokens` is labelled by its file name.
-        cross_sample: cross-sample results (Parquet or JSONL) for accuracy and recovery.
-        reference: the upper bound of recovery: an existing file of graded responses of a third
-            model (read with `read_table`), else a policy label of the results; default the
-            matched `rl` control.
-        recovery_at: recovery on pass@k at this k instead of mean@n.
-        differences: pairs of settings to compare with paired CIs, "A - B" with each side
-            column=value[,column=value], e.g. "policy=rl-replace - policy=base-greedy".
-        difficulty: graded base responses (`divscope grade` output, or cross-sample results
-            with the `base` control) whose per-prompt pass@1 tertiles (`difficulty_tertiles`)
-            split the statistics (`by_difficulty`; recovery too with `cross_sample`).
-        difficulty_model: the base model's `model` value when `difficulty` holds several
-            models' responses.
-        metric: the divergence column of both sections; overrides `core_metric` and
-            `takeover_metric` when given.
-        core_metric: the core paper's statistics' column.
-        takeover_metric: the takeover paper's statistics' column.
-        rescale_thresholds: carry the core paper's JS thresholds to a non-JS core metric at
-            the same quantile instead of refusing.
-        n_boot: bootstrap resamples of every interval.
-        seed: seed of every bootstrap.
-        overwrite: replace an existing `out`.
+        study: the token table and what it is read with (`Study`; a path: the token table
+            alone): the --compare tables for side-by-side sparsity, the cross-sample results
+            and reference for accuracy and recovery, the graded base responses whose
+            per-prompt pass@1 tertiles (`difficulty_tertiles`) split the statistics.
+        out: the JSON file (`Output`; a path: without overwrite), written atomically.
+        metrics: each section's divergence column (`Metrics`).
+        recovery: how recovery and every interval are estimated (`Recovery`).
+        differences: two settings of --cross-sample to compare, "A - B", each side
+            column=value[,column=value] (e.g. "policy=rl-replace - policy=base-greedy"): their
+            difference with a paired problem-bootstrap CI (repeat).
 
     Returns:
         The `Summary` as written.
@@ -91,39 +74,27 @@ def analyze(
         (8, 'js', 'ce_base_rl')
         >>> tmp.cleanup()
     """
-    from divscope.io import (
-        read_metadata,
-        read_reference,
-        read_table,
-        scan_token_table,
-        table_name,
-        write_json,
-    )
+    from divscope.io import read_metadata, write_json
     from divscope.output import check_target
 
-    check_target(out, overwrite=overwrite)
+    study, out = Study.of(study), Output.of(out)
+    check_target(out.path, overwrite=out.overwrite)
+    tables = study.tables
     result = summary(
-        scan_token_table(tokens),
-        metric,
-        core_metric=core_metric,
-        takeover_metric=takeover_metric,
-        rescale_thresholds=rescale_thresholds,
-        label=table_name(tokens),
-        compare_with={name: scan_token_table(path) for name, path in (compare or {}).items()},
-        cross_sample=read_table(cross_sample) if cross_sample is not None else None,
-        reference=read_reference(reference),
-        recovery_at=recovery_at,
-        differences=tuple(differences or ()),
-        difficulty=None
-        if difficulty is None
-        else difficulty_tertiles(read_table(difficulty), model=difficulty_model),
-        n_boot=n_boot,
-        seed=seed,
+        tables.tokens,
+        metrics,
+        recovery,
+        label=study.name,
+        compare_with=tables.compare,
+        cross_sample=tables.cross_sample,
+        reference=tables.reference,
+        differences=tuple(differences),
+        difficulty=tables.difficulty,
     )
     try:
-        metadata = read_metadata(tokens)
+        metadata = read_metadata(study.tokens)
     except DivscopeError:
         metadata = None
-    document = {"tokens": str(tokens), "metadata": metadata, **result.to_dict()}
-    write_json(document, out, overwrite=overwrite)
+    document = {"tokens": str(study.tokens), "metadata": metadata, **result.to_dict()}
+    write_json(document, out.path, overwrite=out.overwrite)
     return result

@@ -36,6 +36,7 @@ from divscope.analyses.switches import (
     threshold_curves,
 )
 from divscope.errors import DivscopeError
+from divscope.params import Recovery
 from divscope.schema import SETTING_COLUMNS
 
 TAKEOVER_POLICY = "gated"
@@ -82,30 +83,23 @@ class CrossSampleReport:
 
 def cross_sample_report(
     results: Frame,
+    recovery: Recovery = Recovery(),  # noqa: B008 (frozen, hashable)
     *,
     reference: Reference = None,
-    recovery_at: int | None = None,
     differences: Iterable[str | tuple[Selector, Selector]] = (),
     tokens: Frame | None = None,
-    base_policy: str = "base",
-    rl_policy: str = "rl",
-    n_boot: int = 1000,
-    seed: int = 0,
 ) -> CrossSampleReport:
     """Run every analysis of cross-sample results that the data allow.
 
     Args:
         results: cross-sample results (docs/contracts.md, "Cross-sample results").
+        recovery: the measure (mean@n, or pass@k at `recovery_at`), the base and RL
+            controls, and the bootstrap of every interval.
         reference: the recovery's upper bound (`cross_sampling_curve`): None for the matched
             RL control, a policy label, or a third model's graded responses.
-        recovery_at: None for recovery on mean@n, or the k of pass@k.
         differences: pairs of settings for `setting_differences` (e.g. `"policy=rl-replace,
             force_prefix=Alright - policy=base,force_prefix=Alright"`).
         tokens: a token table (the scored base rollouts) for the global planning share.
-        base_policy: the base-model control.
-        rl_policy: the RL-model control.
-        n_boot: bootstrap resamples of every interval.
-        seed: seed of every bootstrap.
 
     Returns:
         A `CrossSampleReport`.
@@ -118,12 +112,21 @@ def cross_sample_report(
     ...     "policy": ["base"] * 4 + ["rl"] * 4, "budget": [-1] * 8,
     ...     "correct": [False, True, False, False, True, True, True, False],
     ...     "n_tokens": [10] * 8, "n_switches": [0] * 8, "n_effective": [0] * 8})
-    >>> report = cross_sample_report(results, n_boot=20)
+    >>> report = cross_sample_report(results, Recovery(n_boot=20))
     >>> report.curve["accuracy"].to_list(), report.knee is None
     ([0.25, 0.75], True)
     """
     names = checked_lazy(results, [], what="cross_sample_report").collect_schema().names()
-    bootstrap = {"n_boot": n_boot, "seed": seed}
+    recovery_at, base_policy, rl_policy = (
+        recovery.recovery_at,
+        recovery.base_policy,
+        recovery.rl_policy,
+    )
+    bootstrap = {
+        "n_boot": recovery.n_boot,
+        "seed": recovery.seed,
+        "confidence": recovery.confidence,
+    }
     controls = {"base_policy": base_policy, "rl_policy": rl_policy}
     common = {"reference": reference, "recovery_at": recovery_at, **controls, **bootstrap}
     notes: list[str] = []
@@ -219,7 +222,7 @@ def _reference_text(reference: Reference, rl_policy: str) -> str:
 
 
 def _pass_and_majority(
-    results: Frame, keys: Sequence[str], names: Sequence[str], bootstrap: dict[str, int]
+    results: Frame, keys: Sequence[str], names: Sequence[str], bootstrap: dict[str, Any]
 ) -> pl.DataFrame:
     """pass@k per setting and k, joined with majority@k when the responses' text is there."""
     table = pass_at_k_curve(results, by=keys, **bootstrap)

@@ -36,6 +36,7 @@ from divscope.analyses.distribution import sparsity
 from divscope.analyses.position import early_density, positional_profile
 from divscope.errors import DivscopeError
 from divscope.estimators import PairedBootstrap, Resampled, interval_columns
+from divscope.params import Recovery
 
 DIFFICULTY_LEVELS: tuple[str, ...] = ("hard", "medium", "easy")
 """The tertiles from the lowest base pass@1 to the highest."""
@@ -213,12 +214,7 @@ def by_difficulty(
     percentiles: Sequence[float] = DIFFICULTY_PERCENTILES,
     bins: int = 5,
     reference: Reference = None,
-    recovery_at: int | None = None,
-    base_policy: str = "base",
-    rl_policy: str = "rl",
-    n_boot: int = 1000,
-    seed: int = 0,
-    confidence: float = 0.95,
+    recovery: Recovery = Recovery(),  # noqa: B008 (frozen, hashable)
 ) -> Difficulty:
     """Sparsity, positional statistics and recovery per difficulty tertile.
 
@@ -237,12 +233,8 @@ def by_difficulty(
         percentiles: percentiles of the metric per tertile.
         bins: relative-position bins of `positional_profile` and `early_density`.
         reference: the recovery's upper bound, as in `cross_sampling_curve`.
-        recovery_at: None for recovery on mean@n, or the k of pass@k.
-        base_policy: the base-model control.
-        rl_policy: the RL-model control.
-        n_boot: bootstrap resamples of prompts.
-        seed: seed of the bootstrap.
-        confidence: coverage of the intervals.
+        recovery: the recovery's measure and controls, and the bootstrap of prompts (its
+            resamples, seed and coverage) of every interval.
 
     Returns:
         A `Difficulty`.
@@ -254,7 +246,7 @@ def by_difficulty(
     ...     "difficulty": pl.Series(["hard", "easy"], dtype=DIFFICULTY)})
     >>> tokens = pl.DataFrame({"prompt_id": ["a", "a", "b", "b"], "sample_id": [0] * 4,
     ...     "position": [0, 1, 0, 1], "n_tokens": [2] * 4, "js": [0.3, 0.0, 0.0, 0.0]})
-    >>> result = by_difficulty(tokens, tertiles, n_boot=10)
+    >>> result = by_difficulty(tokens, tertiles, recovery=Recovery(n_boot=10))
     >>> result.sparsity.select("difficulty", "share_above_0.1").rows()
     [('hard', 0.5), ('easy', 0.0)]
     """
@@ -288,24 +280,31 @@ def by_difficulty(
         tertiles.select("prompt_id", "pass_at_1") if "pass_at_1" in tertiles.columns else None
     )
     table, contrast = _sparsity(
-        rated, pass_rates, metric, thresholds, percentiles, n_boot, seed, confidence
+        rated,
+        pass_rates,
+        metric,
+        thresholds,
+        percentiles,
+        recovery.n_boot,
+        recovery.seed,
+        recovery.confidence,
     )
     present = [level for level in DIFFICULTY_LEVELS if level in set(rated["difficulty"])]
     parts = {level: rated.filter(pl.col("difficulty") == level) for level in present}
     positional = _per_level(parts, lambda part: positional_profile(part, metric, bins=bins))
     early = _per_level(parts, lambda part: early_density(part, metric, top_share=0.01, bins=bins))
-    recovery = None
+    recovered = None
     if results is not None:
-        recovery, recovery_notes = _recovery(
+        recovered, recovery_notes = _recovery(
             results,
             levels,
             reference=reference,
-            recovery_at=recovery_at,
-            base_policy=base_policy,
-            rl_policy=rl_policy,
-            n_boot=n_boot,
-            seed=seed,
-            confidence=confidence,
+            recovery_at=recovery.recovery_at,
+            base_policy=recovery.base_policy,
+            rl_policy=recovery.rl_policy,
+            n_boot=recovery.n_boot,
+            seed=recovery.seed,
+            confidence=recovery.confidence,
         )
         notes += recovery_notes
     return Difficulty(
@@ -316,7 +315,7 @@ def by_difficulty(
         contrast=contrast,
         positional=positional,
         early_density=early,
-        recovery=recovery,
+        recovery=recovered,
         n_unrated_prompts=n_unrated,
         notes=tuple(notes),
     )

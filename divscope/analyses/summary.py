@@ -63,6 +63,7 @@ from divscope.analyses.shift import (
 from divscope.analyses.tokens import PlanningEnrichment, planning_enrichment, word_frequencies
 from divscope.defaults import CORE_METRIC, TAKEOVER_METRIC
 from divscope.errors import DivscopeError
+from divscope.params import Recovery
 from divscope.schema import OVERLAP_KS
 
 SUMMARY_COLUMNS: tuple[str, ...] = tuple(dict.fromkeys((
@@ -225,17 +226,36 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
-def section_metrics(
-    metric: str | None = None,
-    core_metric: str = CORE_METRIC,
-    takeover_metric: str = TAKEOVER_METRIC,
-) -> tuple[str, str]:
-    """The (core, takeover) metrics: `metric` for both when given, else each section's own.
+@dataclass(frozen=True)
+class Metrics:
+    """Which divergence column each paper's section reads.
 
-    >>> section_metrics(), section_metrics("kl_rl_base"), section_metrics(None, "js_full")
+    >>> Metrics().sections, Metrics("kl_rl_base").sections, Metrics(core_metric="js_full").sections
     (('js', 'ce_base_rl'), ('kl_rl_base', 'kl_rl_base'), ('js_full', 'ce_base_rl'))
     """
-    return metric or core_metric, metric or takeover_metric
+
+    metric: str | None = None
+    """Divergence column of both sections, core and takeover (overrides --core-metric and
+    --takeover-metric): js, js_full, kl_base_rl, kl_rl_base, ce_base_rl."""
+    core_metric: str = CORE_METRIC
+    """Divergence column of the core paper's statistics and figures (its thresholds are on the
+    JS scale)."""
+    takeover_metric: str = TAKEOVER_METRIC
+    """Divergence column of the takeover paper's statistics and figures (Lorenz/Gini, early
+    density, failure AUROC): CE(p_b, p_r) there."""
+    rescale_thresholds: bool = False
+    """With a non-JS core metric, map each of the core paper's JS thresholds t to the metric's
+    value at the same quantile (the share of tokens with js > t) instead of refusing them."""
+
+    @property
+    def sections(self) -> tuple[str, str]:
+        """The (core, takeover) metrics: `metric` for both when given, else each section's own."""
+        return self.metric or self.core_metric, self.metric or self.takeover_metric
+
+    @property
+    def carried(self) -> bool:
+        """Whether the core paper's JS thresholds are carried to a non-JS core metric."""
+        return self.rescale_thresholds and self.sections[0] not in JS_METRICS
 
 
 def core_thresholds(
@@ -283,20 +303,15 @@ def core_thresholds(
 
 def summary(
     tokens: Frame,
-    metric: str | None = None,
+    metrics: Metrics = Metrics(),  # noqa: B008 (frozen, hashable)
+    recovery: Recovery = Recovery(),  # noqa: B008 (frozen, hashable)
     *,
-    core_metric: str = CORE_METRIC,
-    takeover_metric: str = TAKEOVER_METRIC,
-    rescale_thresholds: bool = False,
     label: str = "main",
     compare_with: Mapping[str, Frame] | None = None,
     cross_sample: Frame | None = None,
     reference: str | Frame | None = None,
-    recovery_at: int | None = None,
     differences: Sequence[str] = (),
     difficulty: pl.DataFrame | None = None,
-    n_boot: int = 1000,
-    seed: int = 0,
 ) -> Summary:
     """Run every token-table analysis as its paper computes it, and the optional comparisons.
 
@@ -305,25 +320,21 @@ def summary(
 
     Args:
         tokens: the token table.
-        metric: the divergence column of both sections; overrides `core_metric` and
-            `takeover_metric` when given.
-        core_metric: the core section's column.
-        takeover_metric: the takeover section's column.
-        rescale_thresholds: on a core metric other than `js`/`js_full`, carry the paper's JS
-            thresholds to it at the same quantile (see `core_thresholds`) instead of refusing.
+        metrics: each section's divergence column, and whether the core paper's JS thresholds
+            are carried to a non-JS core metric at the same quantile (see `core_thresholds`)
+            instead of refused.
+        recovery: how recovery and every interval are estimated (measure, controls,
+            bootstrap).
         label: this table's label in `core.comparison`.
         compare_with: label -> other token tables (e.g. {"sft": sft_tokens}) for `compare`,
             with the core section's metric and thresholds.
         cross_sample: cross-sample results for `cross_sample_report`.
         reference: the upper bound of recovery: None (the matched `rl` control), a policy
             label of `cross_sample`, or graded responses of a third model.
-        recovery_at: None for recovery on mean@n, k for recovery on pass@k.
         differences: pairs of settings to compare with paired CIs, "A - B" with each side
             column=value[,column=value], e.g. "policy=rl-replace - policy=base-greedy".
         difficulty: per prompt its base pass@1 tertile (`difficulty_tertiles`), for
             `by_difficulty` on the core section's metric (with `cross_sample`'s recovery).
-        n_boot: bootstrap resamples for every interval.
-        seed: seed of every bootstrap.
 
     Returns:
         A `Summary`.
@@ -344,21 +355,21 @@ def summary(
     ...     "rl_top3_rank_in_base": [3] * 100, "p_base_of_rl_top1": [0.2] * 100,
     ...     "p_top1_rl": [0.7] * 100, **{f"overlap_{k}": [1.0] * 100 for k in OVERLAP_KS},
     ...     "correct": [None] * 100})
-    >>> result = summary(frame, n_boot=10)
+    >>> result = summary(frame, recovery=Recovery(n_boot=10))
     >>> result.core.metric, result.takeover.metric, result.rast.path_coverage.pooled.estimate
     ('js', 'ce_base_rl', 0.5)
     """
+    recovery_at = recovery.recovery_at
     if cross_sample is None and (reference is not None or recovery_at is not None or differences):
         raise DivscopeError(
             "summary: reference, recovery_at and differences apply to cross-sample results; "
             "pass the results too (--cross-sample)."
         )
-    core, takeover = section_metrics(metric, core_metric, takeover_metric)
-    rescaling = rescale_thresholds and core not in JS_METRICS
-    columns = [*SUMMARY_COLUMNS, core, takeover, *(["js"] if rescaling else [])]
+    core, takeover = metrics.sections
+    columns = [*SUMMARY_COLUMNS, core, takeover, *(["js"] if metrics.carried else [])]
     lazy = checked_lazy(tokens, columns, what="summary")
     frame = lazy.select(list(dict.fromkeys(columns))).collect(engine="streaming")
-    thresholds, rescaled = core_thresholds(frame, core, rescale=rescale_thresholds)
+    thresholds, rescaled = core_thresholds(frame, core, rescale=metrics.rescale_thresholds)
     # The difficulty shares' JS thresholds, carried to the core metric as the core section's.
     carried = {t: t for t in DIFFICULTY_THRESHOLDS} | {m.threshold: m.value for m in rescaled or ()}
     counts = frame.select(
@@ -369,12 +380,10 @@ def summary(
     if cross_sample is not None:
         report = cross_sample_report(
             cross_sample,
+            recovery,
             reference=reference,
-            recovery_at=recovery_at,
             differences=tuple(differences),
             tokens=frame,
-            n_boot=n_boot,
-            seed=seed,
         )
     return Summary(
         n_tokens=frame.height,
@@ -383,8 +392,10 @@ def summary(
         core=_core_section(
             frame, core, thresholds, rescaled, label=label, compare_with=compare_with
         ),
-        takeover=_takeover_section(frame, takeover, n_boot=n_boot, seed=seed),
-        rast=RastSection(path_coverage=path_coverage(frame, n_boot=n_boot, seed=seed)),
+        takeover=_takeover_section(frame, takeover, n_boot=recovery.n_boot, seed=recovery.seed),
+        rast=RastSection(
+            path_coverage=path_coverage(frame, n_boot=recovery.n_boot, seed=recovery.seed)
+        ),
         cross_sample=report,
         difficulty=None
         if difficulty is None
@@ -395,9 +406,7 @@ def summary(
             metric=core,
             thresholds=tuple(carried[t] for t in DIFFICULTY_THRESHOLDS),
             reference=reference,
-            recovery_at=recovery_at,
-            n_boot=n_boot,
-            seed=seed,
+            recovery=recovery,
         ),
     )
 

@@ -112,12 +112,14 @@ from divscope.cli import report as _report  # noqa: E402
 from divscope.cli import score as _score  # noqa: E402
 from divscope.cli import weights as _weights  # noqa: E402
 
-COMMANDS = {"score": _score.COMMAND}
+COMMANDS = {
+    "score": _score.COMMAND,
+    "analyze": _analyze.COMMAND,
+    "plot": _plot.COMMAND,
+    "report": _report.COMMAND,
+}
 """The generated commands, in the order of the help."""
 
-app.command("analyze")(_analyze.analyze)
-app.command("plot")(_plot.plot)
-app.command("report")(_report.report)
 app.command("generate")(_generate.generate)
 app.command("grade")(_grade.grade)
 app.command("cross-sample")(_cross_sample.cross_sample)

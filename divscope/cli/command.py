@@ -113,6 +113,8 @@ class Command:
     present: Callable[[Any, dict[str, Any]], None] | None = None
     """Called with what the entry point returned and the arguments it was called with, to
     print the outcome; None prints nothing."""
+    passed: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """Values the command passes to library-only parameters, e.g. a progress callback."""
 
     def function(self) -> Callable[..., Any]:
         """The entry point, imported."""
@@ -132,12 +134,13 @@ class Command:
 
     def callback(self) -> Callable[..., None]:
         """A function for typer: the options rebuilt into the entry point's parameters."""
-        return command(self.function(), self.present)
+        return command(self.function(), self.present, self.passed)
 
 
 def command(
     function: Callable[..., Any],
     present: Callable[[Any, dict[str, Any]], None] | None = None,
+    passed: Mapping[str, Any] | None = None,
 ) -> Callable[..., None]:
     """A typer command that calls `function` with the options rebuilt into its parameters.
 
@@ -145,6 +148,7 @@ def command(
         function: a library entry point, documented in Google style.
         present: called with what `function` returned and the arguments it was called with,
             to print the outcome; None prints nothing.
+        passed: values of `function`'s library-only parameters (a progress callback).
 
     Returns:
         A function for `app.command(...)`, with the signature typer reads and the help of
@@ -178,7 +182,7 @@ def command(
     def run(**given: Any) -> None:
         values = {o.path: o.value(given[o.name]) for o in options}
         arguments = _assemble(function, signature, values)
-        result = function(**arguments)
+        result = function(**arguments, **(passed or {}))
         if present is not None:
             present(result, arguments)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -193,117 +192,6 @@ MaxModelLen = Annotated[
         "model's context); lower it when the full context does not fit in memory.",
     ),
 ]
-TokenTable = Annotated[
-    Path, typer.Argument(help="Token table: a .parquet file or a directory of part-*.parquet.")
-]
-CrossSample = Annotated[
-    Path | None,
-    typer.Option(
-        "--cross-sample",
-        "--xs",
-        help="Cross-sample results (Parquet or JSONL) for accuracy curves.",
-    ),
-]
-Compare = Annotated[
-    list[Path] | None,
-    typer.Option(
-        "--compare", help="Another token table to compare with, e.g. the SFT control (repeat)."
-    ),
-]
-Label = Annotated[
-    list[str] | None,
-    typer.Option("--label", help="Label of each --compare table, in order (default: its name)."),
-]
-Evolution = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--evolution",
-        help="Token table of one RL checkpoint (repeat, at least two): a path whose name "
-        "ends in the training step (rl-step-40.parquet) or STEP=PATH.",
-    ),
-]
-Metric = Annotated[
-    str | None,
-    typer.Option(
-        "--metric",
-        help="Divergence column of both sections, core and takeover (overrides --core-metric and "
-        "--takeover-metric): js, js_full, kl_base_rl, kl_rl_base, ce_base_rl.",
-    ),
-]
-CoreMetric = Annotated[
-    str,
-    typer.Option(
-        "--core-metric",
-        help="Divergence column of the core paper's statistics and figures (its thresholds are "
-        "on the JS scale).",
-    ),
-]
-TakeoverMetric = Annotated[
-    str,
-    typer.Option(
-        "--takeover-metric",
-        help="Divergence column of the takeover paper's statistics and figures (Lorenz/Gini, "
-        "early density, failure AUROC): CE(p_b, p_r) there.",
-    ),
-]
-RescaleThresholds = Annotated[
-    bool,
-    typer.Option(
-        "--rescale-thresholds",
-        help="With a non-JS core metric, map each of the core paper's JS thresholds t to the "
-        "metric's value at the same quantile (the share of tokens with js > t) instead of "
-        "refusing them.",
-    ),
-]
-NBoot = Annotated[int, typer.Option("--n-boot", min=1, help="Bootstrap resamples.")]
-RecoveryAt = Annotated[
-    int | None,
-    typer.Option(
-        "--recovery-at",
-        min=1,
-        help="Recovery on unbiased pass@K per prompt (the takeover paper: --recovery-at 8); "
-        "default: on mean@n (the core paper).",
-    ),
-]
-Reference = Annotated[
-    str | None,
-    typer.Option(
-        "--reference",
-        help="The upper bound of recovery: graded results of a third model (a file, e.g. the "
-        "thinking model's `divscope generate` + `grade` output) or a policy label of the "
-        "cross-sample results; default: the matched rl control.",
-    ),
-]
-Difference = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--difference",
-        help="Two settings of --cross-sample to compare, "
-        '"A - B", each side column=value[,column=value] '
-        '(e.g. "policy=rl-replace - policy=base-greedy"): their difference with a paired '
-        "problem-bootstrap CI (repeat).",
-    ),
-]
-
-
-def compared_tables(compare: list[Path] | None, label: list[str] | None) -> dict[str, Path]:
-    """The --compare tables by label: each --label in order, then each table's own name.
-
-    Raises:
-        DivscopeError: more --label than --compare.
-    """
-    from divscope.errors import DivscopeError
-    from divscope.io import table_name
-
-    labels = list(label or [])
-    others = list(compare or [])
-    if len(labels) > len(others):
-        raise DivscopeError(
-            f"--label given {len(labels)} times but --compare only {len(others)} times; "
-            "give one --label per --compare table."
-        )
-    labels += [table_name(path) for path in others[len(labels) :]]
-    return dict(zip(labels, others, strict=True))
 
 
 def decode_config(

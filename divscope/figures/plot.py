@@ -6,13 +6,12 @@ and draw every figure they allow with `gallery.write_figures`.
 
 from __future__ import annotations
 
-import os
-import re
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable
+from typing import Annotated
 
-from divscope.analyses.summary import JS_METRICS, section_metrics
-from divscope.defaults import CORE_METRIC, FORMATS, N_BOOT, SEED, TAKEOVER_METRIC
+from divscope.analyses.study import Study
+from divscope.analyses.summary import Metrics
+from divscope.defaults import FORMATS
 from divscope.errors import DivscopeError
 from divscope.figures.gallery import (
     PlotInputs,
@@ -23,82 +22,54 @@ from divscope.figures.gallery import (
     token_columns,
     write_figures,
 )
+from divscope.params import LIBRARY_ONLY, Flag, Output, Recovery
 
 
-def evolution_steps(specs: Sequence[str]) -> dict[int, Path]:
-    """Training step -> token table, from `STEP=PATH` or a path whose name ends in the step.
+def formats_of(text: str) -> tuple[str, ...]:
+    """The formats of a comma-separated --format value.
 
-    >>> evolution_steps(["runs/rl-step-40.parquet", "100=final.parquet"])
-    {40: PosixPath('runs/rl-step-40.parquet'), 100: PosixPath('final.parquet')}
+    >>> formats_of("png,svg")
+    ('png', 'svg')
     """
-    steps: dict[int, Path] = {}
-    for spec in specs:
-        step_text, separator, path_text = spec.partition("=")
-        if separator and step_text.strip().isdigit():
-            step, path = int(step_text), Path(path_text)
-        else:
-            path = Path(spec)
-            match = re.search(r"(\d+)$", path.stem)
-            if match is None:
-                raise DivscopeError(
-                    f"--evolution {spec}: cannot tell the training step; name the table after "
-                    "its step (e.g. rl-step-100.parquet) or pass STEP=PATH (e.g. 100=rl.parquet)."
-                )
-            step = int(match.group(1))
-        if step in steps:
-            raise DivscopeError(f"--evolution: step {step} given twice ({steps[step]}, {path}).")
-        steps[step] = path
-    return steps
+    return tuple(text.split(","))
 
 
 def plot(
-    tokens: str | os.PathLike,
-    out: str | os.PathLike,
+    study: Study,
+    out: Output,
+    metrics: Metrics = Metrics(),  # noqa: B008 (frozen, hashable)
+    recovery: Recovery = Recovery(),  # noqa: B008 (frozen, hashable)
+    names: Annotated[tuple[str, ...], Flag("--figure")] = (),
+    formats: Annotated[tuple[str, ...], Flag("--format", parse=formats_of)] = FORMATS,
     *,
-    cross_sample: str | os.PathLike | None = None,
-    reference: str | os.PathLike | None = None,
-    recovery_at: int | None = None,
-    compare: Mapping[str, str | os.PathLike] | None = None,
-    evolution: Mapping[int, str | os.PathLike] | None = None,
-    names: Sequence[str] | None = None,
-    formats: Sequence[str] = FORMATS,
-    metric: str | None = None,
-    core_metric: str = CORE_METRIC,
-    takeover_metric: str = TAKEOVER_METRIC,
-    rescale_thresholds: bool = False,
-    seed: int = SEED,
-    n_boot: int = N_BOOT,
-    overwrite: bool = False,
-    on_figure: Callable[[str, str | None], None] | None = None,
+    on_figure: Annotated[Callable[[str, str | None], None] | None, LIBRARY_ONLY] = None,
 ) -> PlotReport:
     """Draw every figure the tables allow into a directory, with an `index.md`.
 
-    File to file: the token table's needed columns are read once into memory; the other tables are
-    scanned lazily by the analyses that use them. Each figure is drawn on its paper's metric (see
-    `divscope.figures.gallery`): the core paper's on `core_metric`, the takeover paper's on
-    `takeover_metric`.
+    From TOKENS, and --cross-sample, --compare and --evolution, into --out: every figure the
+    inputs allow, says which it skipped and why, and writes index.md last, the figures under one
+    heading per paper; the directory appears only when complete. The core paper's figures are
+    drawn on js, the takeover paper's (Lorenz, early density, failure ROC, takeover knee) on
+    ce_base_rl; with --compare, the SFT-vs-RL side-by-side figures too. Figures that show raw
+    values (KDEs, scatter) draw a seeded random sample and say so.
+
+    File to file: the token table's needed columns are read once into memory; the other tables
+    are scanned lazily by the analyses that use them. Each figure is drawn on its paper's metric
+    (see `divscope.figures.gallery`): the core paper's on `metrics.core_metric`, the takeover
+    paper's on `metrics.takeover_metric`.
 
     Args:
-        tokens: token table (a .parquet file or a directory of parts).
-        out: output directory.
-        cross_sample: cross-sample results (Parquet or JSONL).
-        reference: the upper bound of recovery in the cross-sample figures: an existing file of
-            graded responses of a third model, else a policy label of the results; default the
-            matched `rl` control.
-        recovery_at: recovery on pass@k at this k instead of mean@n.
-        compare: label -> another token table.
-        evolution: training step -> token table of that checkpoint.
-        names: figures to draw (default all).
-        formats: file formats among png, pdf, svg.
-        metric: the divergence column of both sections; overrides `core_metric` and
-            `takeover_metric` when given.
-        core_metric: the core paper's figures' column.
-        takeover_metric: the takeover paper's figures' column.
-        rescale_thresholds: carry the core figures' JS thresholds to a non-JS core metric at
-            the same quantile instead of skipping those figures.
-        seed: seed of every sample and bootstrap.
-        n_boot: bootstrap resamples.
-        overwrite: replace an existing output directory.
+        study: the token table and what it is read with (`Study`; a path: the token table
+            alone): the --compare tables, the --evolution checkpoints, the cross-sample results
+            and the reference of their recovery.
+        out: the output directory (`Output`; a path: without overwrite).
+        metrics: each section's divergence column (`Metrics`); with `rescale_thresholds`, the
+            core figures' JS thresholds are carried to a non-JS core metric at the same
+            quantile instead of those figures being skipped.
+        recovery: how recovery and every interval are estimated (`Recovery`); its seed also
+            draws the figures' samples.
+        names: Draw only this figure (repeat); default (empty): all. A wrong name lists the choices.
+        formats: Comma-separated file formats: png, pdf, svg.
         on_figure: progress callback, see `write_figures`.
 
     Returns:
@@ -123,48 +94,51 @@ def plot(
         (['lorenz', 'percentile_curve'], 'lorenz.png')
         >>> tmp.cleanup()
     """
-    from divscope.io import read_reference, read_table, scan_token_table, table_name
-
+    study, out = Study.of(study), Output.of(out)
     # Cheap checks first, so that a typo fails before the tables are read (write_figures
     # checks again).
+    names = tuple(names) or None
     check_names(names)
     check_formats(formats)
-    check_out(out, overwrite=overwrite)
-    if cross_sample is None and (reference is not None or recovery_at is not None):
+    check_out(out.path, overwrite=out.overwrite)
+    if study.cross_sample is None and (
+        study.reference is not None or recovery.recovery_at is not None
+    ):
         raise DivscopeError(
             "--reference and --recovery-at set the recovery of the cross-sample figures; give "
             "the cross-sample results with --cross-sample."
         )
-    core, takeover = section_metrics(metric, core_metric, takeover_metric)
-    carried = rescale_thresholds and core not in JS_METRICS
-    columns = token_columns(core, takeover, *(["js"] if carried else []))
-    frame = scan_token_table(tokens).select(columns).collect(engine="streaming")
+    core, takeover = metrics.sections
+    columns = token_columns(core, takeover, *(["js"] if metrics.carried else []))
+    tables = study.tables
+    frame = tables.tokens.select(columns).collect(engine="streaming")
     inputs = PlotInputs(
         tokens=frame,
-        label=table_name(tokens),
-        compare={name: scan_token_table(path) for name, path in (compare or {}).items()},
-        evolution={step: scan_token_table(path) for step, path in (evolution or {}).items()},
-        cross_sample=read_table(cross_sample) if cross_sample is not None else None,
+        label=study.name,
+        compare=tables.compare,
+        evolution=tables.evolution,
+        cross_sample=tables.cross_sample,
         core_metric=core,
         takeover_metric=takeover,
-        rescale_thresholds=rescale_thresholds,
-        recovery_at=recovery_at,
-        reference=read_reference(reference),
-        seed=seed,
-        n_boot=n_boot,
+        rescale_thresholds=metrics.rescale_thresholds,
+        recovery_at=recovery.recovery_at,
+        reference=tables.reference,
+        seed=recovery.seed,
+        n_boot=recovery.n_boot,
     )
     description = (
-        f"Token table `{tokens}`: {frame.height:,} tokens; the core paper's figures on `{core}`"
-        + (" (JS thresholds carried at equal quantiles)" if carried else "")
-        + f", the takeover paper's on `{takeover}`; seed {seed}."
-        + (f" Cross-sample results `{cross_sample}`." if cross_sample is not None else "")
+        f"Token table `{study.tokens}`: {frame.height:,} tokens; the core paper's figures on "
+        f"`{core}`"
+        + (" (JS thresholds carried at equal quantiles)" if metrics.carried else "")
+        + f", the takeover paper's on `{takeover}`; seed {recovery.seed}."
+        + (f" Cross-sample results `{study.cross_sample}`." if study.cross_sample else "")
     )
     return write_figures(
         inputs,
-        out,
+        out.path,
         names=names,
         formats=formats,
-        overwrite=overwrite,
+        overwrite=out.overwrite,
         description=description,
         on_figure=on_figure,
     )

@@ -15,10 +15,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from divscope.defaults import CORE_METRIC, N_BOOT, REPORT_RESPONSES, SEED, TAKEOVER_METRIC
+from divscope.analyses.study import Study
+from divscope.analyses.summary import Metrics
+from divscope.defaults import REPORT_RESPONSES
 from divscope.errors import DivscopeError
+from divscope.params import LIBRARY_ONLY, Flag, Output, Recovery
 
 FIGURE_DPI = 110
 """Resolution of the report's embedded PNG figures."""
@@ -113,39 +116,39 @@ def draw_figures(
 
 
 def report(
-    tokens: str | os.PathLike,
-    out: str | os.PathLike,
+    study: Study,
+    out: Output,
+    metrics: Metrics = Metrics(),  # noqa: B008 (frozen, hashable)
+    recovery: Recovery = Recovery(),  # noqa: B008 (frozen, hashable)
     *,
-    cross_sample: str | os.PathLike | None = None,
-    compare: Mapping[str, str | os.PathLike] | None = None,
-    evolution: Mapping[int, str | os.PathLike] | None = None,
-    responses: int = REPORT_RESPONSES,
-    seed: int = SEED,
-    tokenizer: str | os.PathLike | None = None,
-    n_boot: int = N_BOOT,
-    overwrite: bool = False,
-    progress: bool = True,
+    responses: Annotated[int, Flag(min=1)] = REPORT_RESPONSES,
+    tokenizer: Path | None = None,
+    progress: Annotated[bool, LIBRARY_ONLY] = True,
 ) -> ReportSummary:
     """Write one self-contained HTML report of a token table: summary, figures, token viewer.
 
-    The page holds the summary tables of both papers' sections (as `divscope analyze`), the
-    cross-sampling table with `cross_sample`, every figure the inputs allow (as `divscope
-    plot`, PNG embedded), and a token viewer of `responses` responses: the most divergent half
-    (largest `js`) and a random sample of the others drawn with `seed`. Nothing in it refers to
-    a URL: it opens offline from disk.
+    Of TOKENS, and --cross-sample, --compare and --evolution. The page holds the summary tables of
+    both papers' sections, the cross-sampling table with --cross-sample, every figure
+    `divscope plot` can draw from the inputs (embedded), and a token viewer of --responses
+    responses coloured by js, ce_base_rl, kl_base_rl or entropy_base. It needs no network: send
+    the one file.
+
+    The summary is `divscope analyze`'s and the figures `divscope plot`'s for the same study,
+    metrics and recovery (PNG embedded); the viewer holds the most divergent half of the
+    responses (largest `js`) and a random sample of the others drawn with the recovery's seed.
+    Nothing in it refers to a URL: it opens offline from disk.
 
     Args:
-        tokens: the token table (a .parquet file or a directory of parts).
-        out: the HTML file, written atomically.
-        cross_sample: cross-sample results (Parquet or JSONL).
-        compare: label -> another token table on the same trajectories (e.g. the SFT control).
-        evolution: training step -> token table of that RL checkpoint.
-        responses: responses embedded in the viewer.
-        seed: seed of the viewer's sample, of every bootstrap and of the figures' samples.
-        tokenizer: tokenizer (a local model directory) decoding the top-1 tokens; default the
-            base model of the table's metadata when it is a local directory.
-        n_boot: bootstrap resamples of every interval.
-        overwrite: replace an existing `out`.
+        study: the token table and what it is read with (`Study`; a path: the token table
+            alone).
+        out: the HTML file (`Output`; a path: without overwrite), written atomically.
+        metrics: each section's divergence column (`Metrics`).
+        recovery: how recovery and every interval are estimated (`Recovery`); its seed also
+            draws the viewer's and the figures' samples.
+        responses: Responses embedded in the token viewer: the most divergent half (max js) and
+            a seeded random sample of the others.
+        tokenizer: Tokenizer (a local model directory) that decodes the models' top-1 tokens;
+            default: the table's base model when it is a local directory.
         progress: print a `note:` line per figure on stderr.
 
     Returns:
@@ -159,46 +162,59 @@ def report(
         >>> import tempfile
         >>> import polars as pl
         >>> import divscope
+        >>> from divscope.params import Recovery
         >>> tmp = tempfile.TemporaryDirectory()
         >>> few, tokens = f"{tmp.name}/few.jsonl", f"{tmp.name}/tokens.parquet"
         >>> pl.read_ndjson("fixtures/lab/trajectories.jsonl").head(8).write_ndjson(few)
         >>> summary = divscope.score(
         ...     few, base="fixtures/lab/base", rl="fixtures/lab/rl", out=tokens, progress=False)
-        >>> result = divscope.report(
-        ...     tokens, f"{tmp.name}/report.html", responses=4, n_boot=50, progress=False)
+        >>> result = divscope.report(tokens, f"{tmp.name}/report.html",
+        ...     recovery=Recovery(n_boot=50), responses=4, progress=False)
         >>> result.n_responses, result.out.name
         (4, 'report.html')
         >>> tmp.cleanup()
     """
     from divscope.analyses.summary import summary
     from divscope.figures.gallery import PlotInputs, token_columns
-    from divscope.io import read_table, scan_token_table, table_name
     from divscope.output import check_target, write_atomically
     from divscope.progress import note
     from divscope.reporting import data, page
 
-    out = check_target(out, overwrite=overwrite)
+    study, output = Study.of(study), Output.of(out)
+    out = check_target(output.path, overwrite=output.overwrite)
     if responses < 1:
         raise DivscopeError(f"--responses {responses}: embed at least one response.")
+    tokens, seed = study.tokens, recovery.seed
     decode, decode_note = decoder(tokens, tokenizer)
-    metrics = token_columns(CORE_METRIC, TAKEOVER_METRIC)
-    columns = list(dict.fromkeys([*metrics, *data.VIEWER_COLUMNS]))
-    frame = scan_token_table(tokens).select(columns).collect(engine="streaming")
-    label = table_name(tokens)
-    compared = {name: scan_token_table(path) for name, path in (compare or {}).items()}
-    results = read_table(cross_sample) if cross_sample is not None else None
+    core, takeover = metrics.sections
+    metric_columns = token_columns(core, takeover, *(["js"] if metrics.carried else []))
+    columns = list(dict.fromkeys([*metric_columns, *data.VIEWER_COLUMNS]))
+    tables = study.tables
+    frame = tables.tokens.select(columns).collect(engine="streaming")
+    label = study.name
     result = summary(
-        frame, None, label=label, compare_with=compared, cross_sample=results,
-        n_boot=n_boot, seed=seed,
-    )  # fmt: skip
+        frame,
+        metrics,
+        recovery,
+        label=label,
+        compare_with=tables.compare,
+        cross_sample=tables.cross_sample,
+        reference=tables.reference,
+        difficulty=tables.difficulty,
+    )
     inputs = PlotInputs(
         tokens=frame,
         label=label,
-        compare=compared,
-        evolution={step: scan_token_table(path) for step, path in (evolution or {}).items()},
-        cross_sample=results,
+        compare=tables.compare,
+        evolution=tables.evolution,
+        cross_sample=tables.cross_sample,
+        core_metric=core,
+        takeover_metric=takeover,
+        rescale_thresholds=metrics.rescale_thresholds,
+        recovery_at=recovery.recovery_at,
+        reference=tables.reference,
         seed=seed,
-        n_boot=n_boot,
+        n_boot=recovery.n_boot,
     )
 
     def drawn(name: str, reason: str | None) -> None:
@@ -208,10 +224,11 @@ def report(
 
     figures, skipped = draw_figures(inputs, on_figure=drawn)
     document = data.viewer_document(frame, responses=responses, seed=seed, decode=decode)
+    cross_sample = study.cross_sample
     listed = {"token table": str(tokens)}
     listed |= {"cross-sample results": str(cross_sample)} if cross_sample is not None else {}
-    listed |= {f"compare: {name}": str(path) for name, path in (compare or {}).items()}
-    listed |= {f"evolution: step {s}": str(p) for s, p in sorted((evolution or {}).items())}
+    listed |= {f"compare: {name}": str(path) for name, path in study.compared.items()}
+    listed |= {f"evolution: step {s}": str(p) for s, p in sorted(study.steps.items())}
     listed |= {"tokenizer": str(tokenizer)} if tokenizer is not None else {}
     created = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     header = page.header_html(

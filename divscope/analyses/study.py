@@ -1,0 +1,179 @@
+"""`Study`: the inputs that `analyze`, `plot` and `report` share, named once and read once.
+
+A `Study` names the files (the token table, the tables it is compared with, the RL checkpoints,
+the cross-sample results, the reference and the difficulty's graded responses); its `tables`
+reads them, on first use and once: the token tables as lazy scans, the others into memory. Pass
+one `Study` to the three commands and they share what it read.
+
+>>> study = Study("runs/rl.parquet", compare=("runs/sft.parquet",), evolution=("40=s40.parquet",))
+>>> study.compared, study.steps
+({'sft': PosixPath('runs/sft.parquet')}, {40: PosixPath('s40.parquet')})
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated
+
+import polars as pl
+
+from divscope.errors import DivscopeError
+from divscope.params import Flag
+
+
+@dataclass(frozen=True)
+class Study:
+    """The token table of a study and what it is read with.
+
+    `compare` also takes a mapping label -> table, and `evolution` a mapping step -> table:
+    they become the labelled tables and `STEP=PATH` specs of the command line.
+
+    >>> Study("rl.parquet", compare={"SFT": "sft.parquet"}).label
+    ('SFT',)
+    """
+
+    tokens: Annotated[Path, Flag(argument=True)]
+    """Token table: a .parquet file or a directory of part-*.parquet."""
+    compare: tuple[Path, ...] = ()
+    """Another token table to compare with, e.g. the SFT control (repeat)."""
+    label: tuple[str, ...] = ()
+    """Label of each --compare table, in order (default: its name)."""
+    evolution: tuple[str, ...] = ()
+    """Token table of one RL checkpoint (repeat, at least two): a path whose name ends in the
+    training step (rl-step-40.parquet) or STEP=PATH."""
+    cross_sample: Annotated[Path | None, Flag("--cross-sample", "--xs")] = None
+    """Cross-sample results (Parquet or JSONL) for accuracy curves."""
+    reference: str | None = None
+    """The upper bound of recovery: graded results of a third model (a file, e.g. the thinking
+    model's `divscope generate` + `grade` output) or a policy label of the cross-sample
+    results; default: the matched rl control."""
+    difficulty: Path | None = None
+    """Graded base responses (divscope grade output, or cross-sample results with the base
+    control): statistics and, with --cross-sample, recovery per base pass@1 tertile."""
+    difficulty_model: str | None = None
+    """The base model's `model` value when --difficulty holds several models' responses
+    (e.g. base in the lab's trajectories.jsonl)."""
+
+    def __post_init__(self) -> None:
+        compare, label = self.compare, self.label
+        if isinstance(compare, Mapping):
+            compare, label = tuple(compare.values()), tuple(compare)
+        evolution = self.evolution
+        if isinstance(evolution, Mapping):
+            evolution = tuple(f"{step}={path}" for step, path in evolution.items())
+        set_ = object.__setattr__
+        set_(self, "tokens", Path(self.tokens))
+        set_(self, "compare", tuple(Path(p) for p in compare))
+        set_(self, "label", tuple(label))
+        set_(self, "evolution", tuple(str(s) for s in evolution))
+        for name in ("cross_sample", "difficulty"):
+            if getattr(self, name) is not None:
+                set_(self, name, Path(getattr(self, name)))
+        if self.reference is not None:
+            set_(self, "reference", str(self.reference))
+
+    @classmethod
+    def of(cls, study: str | os.PathLike | Study) -> Study:
+        """`study` as a `Study`: a study as it is, a token table's path alone."""
+        return study if isinstance(study, Study) else cls(Path(study))
+
+    @property
+    def compared(self) -> dict[str, Path]:
+        """The --compare tables by label: each --label in order, then each table's own name.
+
+        Raises:
+            DivscopeError: more --label than --compare.
+        """
+        from divscope.io import table_name
+
+        if len(self.label) > len(self.compare):
+            raise DivscopeError(
+                f"--label given {len(self.label)} times but --compare only {len(self.compare)} "
+                "times; give one --label per --compare table."
+            )
+        labels = [*self.label, *(table_name(p) for p in self.compare[len(self.label) :])]
+        return dict(zip(labels, self.compare, strict=True))
+
+    @property
+    def steps(self) -> dict[int, Path]:
+        """Training step -> token table of each --evolution checkpoint (`evolution_steps`)."""
+        return evolution_steps(self.evolution)
+
+    @property
+    def name(self) -> str:
+        """The token table's label beside the --compare tables: its file name."""
+        from divscope.io import table_name
+
+        return table_name(self.tokens)
+
+    @cached_property
+    def tables(self) -> StudyTables:
+        """The inputs, read on first use and kept: the token tables scanned lazily."""
+        from divscope.analyses.difficulty import difficulty_tertiles
+        from divscope.io import read_reference, read_table, scan_token_table
+
+        compared = self.compared
+        steps = self.steps
+        return StudyTables(
+            tokens=scan_token_table(self.tokens),
+            compare={name: scan_token_table(path) for name, path in compared.items()},
+            evolution={step: scan_token_table(path) for step, path in steps.items()},
+            cross_sample=None if self.cross_sample is None else read_table(self.cross_sample),
+            reference=read_reference(self.reference),
+            difficulty=None
+            if self.difficulty is None
+            else difficulty_tertiles(read_table(self.difficulty), model=self.difficulty_model),
+        )
+
+
+@dataclass(frozen=True)
+class StudyTables:
+    """What a `Study` read: its tables, the token tables as lazy scans."""
+
+    tokens: pl.LazyFrame
+    """The token table."""
+    compare: Mapping[str, pl.LazyFrame]
+    """Label -> another token table on the same trajectories."""
+    evolution: Mapping[int, pl.LazyFrame]
+    """Training step -> token table of that RL checkpoint."""
+    cross_sample: pl.DataFrame | None
+    """The cross-sample results."""
+    reference: str | pl.DataFrame | None
+    """The upper bound of recovery: graded responses, a policy label, or None (the `rl`
+    control)."""
+    difficulty: pl.DataFrame | None
+    """Per prompt its base pass@1 tertile (`difficulty_tertiles`)."""
+
+
+def evolution_steps(specs: tuple[str, ...] | list[str]) -> dict[int, Path]:
+    """Training step -> token table, from `STEP=PATH` or a path whose name ends in the step.
+
+    >>> evolution_steps(["runs/rl-step-40.parquet", "100=final.parquet"])
+    {40: PosixPath('runs/rl-step-40.parquet'), 100: PosixPath('final.parquet')}
+    """
+    steps: dict[int, Path] = {}
+    for spec in specs:
+        step_text, separator, path_text = spec.partition("=")
+        if separator and step_text.strip().isdigit():
+            step, path = int(step_text), Path(path_text)
+        else:
+            path = Path(spec)
+            match = re.search(r"(\d+)$", path.stem)
+            if match is None:
+                raise DivscopeError(
+                    f"--evolution {spec}: cannot tell the training step; name the table after "
+                    "its step (e.g. rl-step-100.parquet) or pass STEP=PATH (e.g. 100=rl.parquet)."
+                )
+            step = int(match.group(1))
+        if step in steps:
+            raise DivscopeError(f"--evolution: step {step} given twice ({steps[step]}, {path}).")
+        steps[step] = path
+    return steps
+
+
+__all__ = ["Study", "StudyTables", "evolution_steps"]
