@@ -14,7 +14,7 @@ import divscope
 from divscope.analyses import summary
 from divscope.errors import DivscopeError
 from divscope.formatting import digest
-from divscope.params import ModelPair
+from divscope.params import ModelPair, Recovery
 from divscope.schema import TOKEN_TABLE
 
 LAB = Path(__file__).parents[2] / "fixtures" / "lab"
@@ -85,7 +85,7 @@ def test_a_failed_analyze_leaves_the_existing_output_and_no_temporary(tokens, tm
 def test_digest_says_na_and_why_where_a_group_is_empty():
     # No position above the rank threshold (0.1), and no planning word.
     quiet = token_table(js=np.full(200, 0.05), token=" x", p_base_of_rl_top1=0.5)
-    text = digest(summary(quiet, n_boot=10), source="quiet.parquet")
+    text = digest(summary(quiet, recovery=Recovery(n_boot=10)), source="quiet.parquet")
     assert (
         "High divergence (js > 0.1): 0 positions; RL top-1 rank in base n/a "
         "(no position above the threshold)"
@@ -95,7 +95,7 @@ def test_digest_says_na_and_why_where_a_group_is_empty():
     assert "nan" not in text.lower()
     # High-divergence positions, none promoted from the tail (base probability 0.5 >= 0.01).
     loud = token_table(js=np.full(200, 0.5), token=" x", p_base_of_rl_top1=0.5)
-    text = digest(summary(loud, n_boot=10), source="loud.parquet")
+    text = digest(summary(loud, recovery=Recovery(n_boot=10)), source="loud.parquet")
     assert (
         "Tail promotion: 0 positions (0.00%) take an RL top-1 with base probability < 0.01; "
         "their mean RL probability n/a (no tail positions)"
@@ -104,7 +104,7 @@ def test_digest_says_na_and_why_where_a_group_is_empty():
 
 
 def test_digest_of_populated_groups_gives_the_numbers(tokens):
-    text = digest(summary(pl.read_parquet(tokens), n_boot=10), source=tokens)
+    text = digest(summary(pl.read_parquet(tokens), recovery=Recovery(n_boot=10)), source=tokens)
     assert text.startswith(f"{tokens}: 200 tokens, 8 responses, 4 prompts\n")
     assert "\nSparse but Critical (js)\n" in text
     assert "\nDecision-token takeover (ce_base_rl)\n" in text

@@ -14,6 +14,7 @@ from divscope.analyses import (
     to_jsonable,
 )
 from divscope.formatting import cross_sample_text, curve_text
+from divscope.params import Recovery
 from divscope.schema import CROSS_SAMPLE, CROSS_SAMPLE_PARAMS
 
 SETTINGS = [
@@ -62,7 +63,9 @@ DIFFERENCE = "policy=rl-replace,force_prefix=Alright - policy=base,force_prefix=
 def test_report_holds_every_part_the_data_allow():
     results = full_results()
     tokens = pl.DataFrame({"token": [" Wait", " the", " x", " y"]})
-    report = cross_sample_report(results, differences=[DIFFERENCE], tokens=tokens, n_boot=50)
+    report = cross_sample_report(
+        results, differences=[DIFFERENCE], tokens=tokens, recovery=Recovery(n_boot=50)
+    )
     assert report.curve.equals(cross_sampling_curve(results, n_boot=50))
     assert report.curve_per_benchmark["benchmark"].unique().sort().to_list() == ["aime", "math"]
     assert {"pass_at_k", "majority_at_k"} <= set(report.pass_at_k.columns)
@@ -82,7 +85,7 @@ def test_report_holds_every_part_the_data_allow():
 
 def test_report_text_has_a_section_per_part():
     text = cross_sample_text(
-        cross_sample_report(full_results(), differences=[DIFFERENCE], n_boot=20)
+        cross_sample_report(full_results(), differences=[DIFFERENCE], recovery=Recovery(n_boot=20))
     )
     for heading in (
         "reference: the matched `rl` control",
@@ -103,7 +106,7 @@ def test_report_notes_what_old_results_lack():
     old = full_results().select(
         "prompt_id", "policy", "budget", "eps", "correct", "n_tokens", "n_switches", "n_effective"
     )
-    report = cross_sample_report(old, recovery_at=2, n_boot=10)
+    report = cross_sample_report(old, recovery=Recovery(recovery_at=2, n_boot=10))
     assert report.switch_pairs is None and report.flips is None and report.pass_at_k is not None
     assert any(note.startswith("flips skipped") for note in report.notes)
     assert any(note.startswith("switch pairs skipped") for note in report.notes)
@@ -132,7 +135,7 @@ def test_curve_text_shows_sampling_only_where_it_differs():
 
 
 def test_report_has_recovery_per_eps_and_map_agreement():
-    plain = cross_sample_report(full_results(), n_boot=20)
+    plain = cross_sample_report(full_results(), recovery=Recovery(n_boot=20))
     assert plain.map_agreement is None
     curve = plain.curve.filter(pl.col("eps").is_not_null())
     assert plain.threshold_sensitivity["recovery"].to_list() == curve["recovery"].to_list()
@@ -141,7 +144,7 @@ def test_report_has_recovery_per_eps_and_map_agreement():
     results = full_results().with_columns(
         switch_js=pl.when(forward).then(pl.lit([0.3, 0.05], pl.List(pl.Float32)))
     )
-    report = cross_sample_report(results, n_boot=20)
+    report = cross_sample_report(results, recovery=Recovery(n_boot=20))
     assert report.map_agreement.select("eps", "agreement").rows() == [(0.01, 1.0), (0.1, 0.5)]
     text = cross_sample_text(report)
     assert "Map agreement (switch positions whose online JS exceeds eps):" in text

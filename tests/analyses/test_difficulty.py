@@ -15,8 +15,10 @@ from divscope.analyses import (
     difficulty_tertiles,
     summary,
 )
+from divscope.analyses.summary import Metrics
 from divscope.errors import DivscopeError
 from divscope.io import read_table
+from divscope.params import Recovery
 from divscope.testing import synthetic_results, synthetic_tokens
 
 LAB_TRAJECTORIES = Path(__file__).parents[2] / "fixtures" / "lab" / "trajectories.jsonl"
@@ -145,7 +147,9 @@ TERTILES = pl.DataFrame(
 
 
 def test_by_difficulty_shares_by_hand():
-    result = by_difficulty(token_table(), TERTILES, thresholds=(1e-3, 0.1), n_boot=200)
+    result = by_difficulty(
+        token_table(), TERTILES, thresholds=(1e-3, 0.1), recovery=Recovery(n_boot=200)
+    )
     table = result.sparsity
     assert table["difficulty"].to_list() == ["hard", "easy"]
     hard, easy = table.rows(named=True)
@@ -172,16 +176,16 @@ def test_by_difficulty_shares_by_hand():
 
 def test_by_difficulty_contrast_is_null_without_a_tertile():
     only_hard = TERTILES.filter(pl.col("difficulty") == "hard")
-    result = by_difficulty(token_table(), only_hard, n_boot=20)
+    result = by_difficulty(token_table(), only_hard, recovery=Recovery(n_boot=20))
     assert result.contrast["difference"].null_count() == result.contrast.height
     unknown = TERTILES.with_columns(pl.col("prompt_id") + "-other")
     with pytest.raises(DivscopeError, match="no prompt of the token table has a difficulty"):
-        by_difficulty(token_table(), unknown, n_boot=20)
+        by_difficulty(token_table(), unknown, recovery=Recovery(n_boot=20))
     twice = pl.concat(
         [TERTILES, TERTILES.head(1).with_columns(difficulty=pl.lit("easy", DIFFICULTY))]
     )
     with pytest.raises(DivscopeError, match="prompt 'h1' has several tertiles"):
-        by_difficulty(token_table(), twice, n_boot=20)
+        by_difficulty(token_table(), twice, recovery=Recovery(n_boot=20))
 
 
 def test_recovery_per_tertile_is_the_curve_of_its_prompts():
@@ -196,7 +200,9 @@ def test_recovery_per_tertile_is_the_curve_of_its_prompts():
                     "n_switches": 0 if budget < 0 else 2, "n_effective": 0 if budget < 0 else 1,
                 })  # fmt: skip
     results = pl.DataFrame(rows)
-    result = by_difficulty(token_table(), TERTILES, results=results, n_boot=50, seed=3)
+    result = by_difficulty(
+        token_table(), TERTILES, results=results, recovery=Recovery(n_boot=50, seed=3)
+    )
     hard = result.recovery.filter(difficulty="hard").drop("difficulty")
     expected = cross_sampling_curve(
         results.filter(pl.col("prompt_id").is_in(["h1", "h2"])), n_boot=50, seed=3
@@ -211,12 +217,15 @@ def test_summary_carries_the_thresholds_to_a_rescaled_core_metric():
     tokens, results = synthetic_tokens(), synthetic_results(n_prompts=8)
     tertiles = difficulty_tertiles(results)
     rescaled = summary(
-        tokens, "ce_base_rl", rescale_thresholds=True, difficulty=tertiles, n_boot=10
+        tokens,
+        Metrics("ce_base_rl", rescale_thresholds=True),
+        Recovery(n_boot=10),
+        difficulty=tertiles,
     )
     matched = {m.threshold: m.value for m in rescaled.core.rescaled}
     assert rescaled.difficulty.metric == "ce_base_rl"
     assert rescaled.difficulty.thresholds == tuple(matched[t] for t in (1e-3, 1e-2, 0.1))
-    plain = summary(tokens, difficulty=tertiles, cross_sample=results, n_boot=10)
+    plain = summary(tokens, difficulty=tertiles, cross_sample=results, recovery=Recovery(n_boot=10))
     assert plain.difficulty.thresholds == (1e-3, 1e-2, 0.1)
     assert plain.difficulty.recovery is not None
-    assert summary(tokens, n_boot=10).difficulty is None
+    assert summary(tokens, recovery=Recovery(n_boot=10)).difficulty is None

@@ -11,11 +11,12 @@ import polars as pl
 import pytest
 
 from divscope import analyses
-from divscope.analyses import CoreThresholds, section_metrics, summary, to_jsonable
+from divscope.analyses import CoreThresholds, Metrics, summary, to_jsonable
 from divscope.analyses.cross_sample_report import cross_sample_report
 from divscope.analyses.summary import CORE_PAPER
 from divscope.errors import DivscopeError
 from divscope.formatting import cross_sample_text
+from divscope.params import Recovery
 from divscope.testing import synthetic_results, synthetic_tokens
 
 SUMMARY_MODULE = importlib.import_module("divscope.analyses.summary")
@@ -33,7 +34,7 @@ def token_table(seed: int = 0) -> pl.DataFrame:
 
 def test_the_core_section_is_the_core_papers_statistics_on_js():
     frame = token_table()
-    core = summary(frame.lazy(), n_boot=50).core
+    core = summary(frame.lazy(), recovery=Recovery(n_boot=50)).core
     assert (core.metric, core.rescaled, core.paper) == ("js", None, CORE_PAPER)
     assert core.thresholds == CoreThresholds()
     assert core.sparsity == analyses.sparsity(frame, "js", thresholds=(1e-4, 1e-3, 1e-2))
@@ -50,7 +51,7 @@ def test_the_core_section_is_the_core_papers_statistics_on_js():
 
 def test_the_takeover_section_is_the_takeover_papers_statistics_on_ce():
     frame = token_table()
-    result = summary(frame, n_boot=50)
+    result = summary(frame, recovery=Recovery(n_boot=50))
     takeover = result.takeover
     assert takeover.metric == "ce_base_rl"
     assert takeover.lorenz.gini == analyses.lorenz(frame, "ce_base_rl").gini
@@ -72,7 +73,10 @@ def test_no_threshold_reaches_the_takeover_section():
     # The takeover statistics rank tokens: the JS column (and its thresholds) cannot move them.
     frame = token_table()
     louder = frame.with_columns(pl.col("js") * 1000)
-    assert same(summary(louder, n_boot=20).takeover, summary(frame, n_boot=20).takeover)
+    assert same(
+        summary(louder, recovery=Recovery(n_boot=20)).takeover,
+        summary(frame, recovery=Recovery(n_boot=20)).takeover,
+    )
     field_names = {f.name for f in dataclasses.fields(analyses.TakeoverSection)}
     assert not {name for name in field_names if "threshold" in name}
 
@@ -87,8 +91,8 @@ def test_no_threshold_reaches_the_takeover_section():
     ],
 )
 def test_metrics_per_section(kwargs, expected):
-    assert section_metrics(**kwargs) == expected
-    result = summary(token_table(), **kwargs, n_boot=10)
+    assert Metrics(**kwargs).sections == expected
+    result = summary(token_table(), Metrics(**kwargs), Recovery(n_boot=10))
     assert (result.core.metric, result.takeover.metric) == expected
     assert result.core.thresholds == CoreThresholds()  # js and js_full keep the paper's values
 
@@ -99,7 +103,7 @@ def test_metrics_per_section(kwargs, expected):
 )
 def test_js_thresholds_on_another_core_metric_are_refused(kwargs):
     with pytest.raises(DivscopeError) as error:
-        summary(token_table(), **kwargs, n_boot=10)
+        summary(token_table(), Metrics(**kwargs), Recovery(n_boot=10))
     message = str(error.value)
     assert "near-zero 0.0001/0.001/0.01, entropy split 0.1, top-k overlap 0.01/0.05/0.1/0.2" in (
         message
@@ -111,7 +115,9 @@ def test_js_thresholds_on_another_core_metric_are_refused(kwargs):
 
 def test_rescaled_thresholds_are_the_same_quantiles_of_the_core_metric():
     frame = token_table()
-    result = summary(frame, core_metric="ce_base_rl", rescale_thresholds=True, n_boot=10)
+    result = summary(
+        frame, Metrics(core_metric="ce_base_rl", rescale_thresholds=True), Recovery(n_boot=10)
+    )
     core = result.core
     js = frame["js"].to_numpy()
     ce = np.sort(frame["ce_base_rl"].to_numpy())
@@ -139,14 +145,14 @@ def test_rescaled_thresholds_are_the_same_quantiles_of_the_core_metric():
     assert core.rank_reordering.n_positions == int((js > 0.1).sum())
     assert core.sparsity.metric == "ce_base_rl"
     # Rank-based statistics need no rescaling: the takeover section is unchanged.
-    assert same(result.takeover, summary(frame, n_boot=10).takeover)
+    assert same(result.takeover, summary(frame, recovery=Recovery(n_boot=10)).takeover)
 
 
 def test_rescaling_a_js_core_metric_changes_nothing():
     frame = token_table()
-    rescaled = summary(frame, rescale_thresholds=True, n_boot=10)
+    rescaled = summary(frame, Metrics(rescale_thresholds=True), Recovery(n_boot=10))
     assert rescaled.core.rescaled is None
-    assert same(rescaled.core, summary(frame, n_boot=10).core)
+    assert same(rescaled.core, summary(frame, recovery=Recovery(n_boot=10)).core)
 
 
 def test_the_comparison_uses_the_core_metric_and_its_thresholds():
@@ -165,8 +171,8 @@ def test_the_cross_sample_report_is_wired_through(monkeypatch):
     class Report:
         value: int
 
-    def report(results, **kwargs):
-        calls.append((results, kwargs))
+    def report(results, recovery, **kwargs):
+        calls.append((results, {"recovery": recovery, **kwargs}))
         return Report(1)
 
     monkeypatch.setattr(SUMMARY_MODULE, "cross_sample_report", report)
@@ -177,10 +183,8 @@ def test_the_cross_sample_report_is_wired_through(monkeypatch):
         frame,
         cross_sample=results,
         reference=graded,
-        recovery_at=8,
         differences=["forward - random"],
-        n_boot=10,
-        seed=3,
+        recovery=Recovery(recovery_at=8, n_boot=10, seed=3),
     )
     assert result.cross_sample == Report(1)
     ((passed, kwargs),) = calls
@@ -188,11 +192,9 @@ def test_the_cross_sample_report_is_wired_through(monkeypatch):
     tokens = kwargs.pop("tokens")  # the token table as read once, for token-level reports
     assert tokens.height == frame.height and {"token", "js", "ce_base_rl"} <= set(tokens.columns)
     assert kwargs == {
+        "recovery": Recovery(recovery_at=8, n_boot=10, seed=3),
         "reference": graded,
-        "recovery_at": 8,
         "differences": ("forward - random",),
-        "n_boot": 10,
-        "seed": 3,
     }
     assert result.to_dict()["cross_sample"] == {"value": 1}
 
@@ -200,20 +202,24 @@ def test_the_cross_sample_report_is_wired_through(monkeypatch):
 def test_the_cross_sample_report_is_the_reports_own():
     results = synthetic_results(3, 2).filter(pl.col("policy") != "gated")
     frame = token_table()
-    result = summary(frame, cross_sample=results, recovery_at=2, n_boot=10, seed=1)
-    expected = cross_sample_report(results, recovery_at=2, tokens=frame, n_boot=10, seed=1)
+    result = summary(
+        frame, cross_sample=results, recovery=Recovery(recovery_at=2, n_boot=10, seed=1)
+    )
+    expected = cross_sample_report(
+        results, tokens=frame, recovery=Recovery(recovery_at=2, n_boot=10, seed=1)
+    )
     assert cross_sample_text(result.cross_sample) == cross_sample_text(expected)
     assert json.dumps(result.to_dict(), allow_nan=False)
 
 
 def test_cross_sample_options_need_results():
     with pytest.raises(DivscopeError, match="pass the results too"):
-        summary(token_table(), recovery_at=8)
+        summary(token_table(), recovery=Recovery(recovery_at=8))
 
 
 def test_summary_of_an_ungraded_table_notes_the_skipped_auroc():
     frame = token_table().with_columns(pl.lit(None, pl.Boolean).alias("correct"))
-    result = summary(frame, n_boot=10)
+    result = summary(frame, recovery=Recovery(n_boot=10))
     assert result.takeover.failure_auroc is None
     assert result.takeover.notes[0].startswith("failure_auroc skipped")
 
@@ -221,7 +227,7 @@ def test_summary_of_an_ungraded_table_notes_the_skipped_auroc():
 def test_summary_to_dict_is_strict_json_with_labelled_sections():
     frame = token_table().with_columns(pl.lit(0.0, pl.Float32).alias("js"))  # NaN statistics
     frame = frame.with_columns(pl.lit(0.0, pl.Float32).alias("ce_base_rl"))
-    document = summary(frame, n_boot=10).to_dict()
+    document = summary(frame, recovery=Recovery(n_boot=10)).to_dict()
     text = json.dumps(document, allow_nan=False)
     assert json.loads(text)["takeover"]["lorenz"]["gini"] == 0.0
     assert document["core"]["sparsity"]["share_below"] == {

@@ -9,6 +9,7 @@ import pytest
 
 from divscope.analyses.summary import summary
 from divscope.errors import DivscopeError
+from divscope.params import Recovery
 from divscope.reporting import data, page
 from divscope.testing import synthetic_results, synthetic_tokens
 
@@ -24,7 +25,7 @@ PNG = b"\x89PNG\r\n\x1a\nnot really"
 @pytest.fixture(scope="module")
 def result():
     tokens = synthetic_tokens(n_prompts=6, n_samples=4, length=40)
-    return summary(tokens, cross_sample=synthetic_results(), n_boot=20)
+    return summary(tokens, cross_sample=synthetic_results(), recovery=Recovery(n_boot=20))
 
 
 def render(result, *, template=MINIMAL, script="/* viewer */", style="/* style */", doc=None):
@@ -74,7 +75,9 @@ def test_cross_sampling_table(result):
     assert '<th scope="col">recovery [95% CI]</th>' in html
     for policy in ("forward", "reverse", "random", "base", "rl"):
         assert f"<td>{policy}</td>" in html
-    no_xs = summary(synthetic_tokens(n_prompts=2, n_samples=2, length=20), n_boot=10)
+    no_xs = summary(
+        synthetic_tokens(n_prompts=2, n_samples=2, length=20), recovery=Recovery(n_boot=10)
+    )
     assert page.cross_sampling_html(no_xs) == ""
 
 
