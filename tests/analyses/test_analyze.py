@@ -53,7 +53,7 @@ def tokens(tmp_path) -> Path:
 
 def test_analyze_writes_the_summary_and_returns_it(tokens, tmp_path):
     out = tmp_path / "nested" / "summary.json"
-    result = divscope.analyze(tokens, out, n_boot=10)
+    result = divscope.analyze(tokens, out, recovery=Recovery(n_boot=10))
     document = json.loads(out.read_text())
     assert document["tokens"] == str(tokens)
     assert document["metadata"] is None  # written by polars, not by `divscope score`
@@ -67,9 +67,9 @@ def test_analyze_refuses_an_existing_output_without_overwrite(tokens, tmp_path):
     out = tmp_path / "summary.json"
     out.write_text("earlier\n")
     with pytest.raises(DivscopeError, match="output exists; pass --overwrite"):
-        divscope.analyze(tokens, out, n_boot=10)
+        divscope.analyze(tokens, out, recovery=Recovery(n_boot=10))
     assert out.read_text() == "earlier\n"
-    divscope.analyze(tokens, out, n_boot=10, overwrite=True)
+    divscope.analyze(tokens, Output(out, overwrite=True), recovery=Recovery(n_boot=10))
     assert json.loads(out.read_text())["n_tokens"] == 200
 
 
@@ -77,7 +77,7 @@ def test_a_failed_analyze_leaves_the_existing_output_and_no_temporary(tokens, tm
     out = tmp_path / "summary.json"
     out.write_text("earlier\n")
     with pytest.raises(DivscopeError, match="missing column"):
-        divscope.analyze(tokens, out, metric="nope", overwrite=True)
+        divscope.analyze(tokens, Output(out, overwrite=True), Metrics("nope"))
     assert out.read_text() == "earlier\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rl.parquet", "summary.json"]
 
@@ -123,7 +123,9 @@ def test_digest_of_populated_groups_gives_the_numbers(tokens):
 )
 def test_digest_on_the_lab_finds_its_planning_words_and_prints_no_nan(lab_tokens_path, tmp_path):
     tokens = lab_tokens_path
-    text = digest(divscope.analyze(tokens, tmp_path / "s.json", n_boot=20), source=tokens)
+    text = digest(
+        divscope.analyze(tokens, tmp_path / "s.json", recovery=Recovery(n_boot=20)), source=tokens
+    )
     # The lab's solutions open with "Let"/"First" and reflect with "Wait"/"Hmm".
     assert re.search(r"Planning words: [\d.]+% of the top 1% vs [\d.]+% of all tokens \(x", text)
     assert "nan" not in text.lower()
@@ -154,7 +156,7 @@ def by_hand_auroc(scores: np.ndarray, positive: np.ndarray) -> float:
 )
 def test_analyze_on_the_lab_gives_both_sections_as_recomputed_by_hand(eight_lab_tokens, tmp_path):
     out = tmp_path / "summary.json"
-    result = divscope.analyze(eight_lab_tokens, out, n_boot=50)
+    result = divscope.analyze(eight_lab_tokens, out, recovery=Recovery(n_boot=50))
     document = json.loads(out.read_text())
     table = pl.read_parquet(eight_lab_tokens).sort("prompt_id", "sample_id", "position")
     js = table["js"].to_numpy().astype(np.float64)
