@@ -11,10 +11,10 @@ import polars as pl
 import pytest
 
 import divscope
-from divscope.analyses import summary
+from divscope.analyses import Metrics, summary
 from divscope.errors import DivscopeError
 from divscope.formatting import digest
-from divscope.params import ModelPair, Recovery
+from divscope.params import ModelPair, Output, Recovery
 from divscope.schema import TOKEN_TABLE
 
 LAB = Path(__file__).parents[2] / "fixtures" / "lab"
