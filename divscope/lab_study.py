@@ -624,10 +624,11 @@ def _stages(paths: _Paths, family: _Lab, config: QuickstartConfig, progress: boo
         return "mean@n " + ", ".join(accuracy.values())
 
     def score(trajectories: Path, rl: str, out: Path, resume: bool) -> None:
+        from divscope.params import ModelPair, PartedOutput
         from divscope.scoring.score import score as score_file
 
-        score_file(trajectories, base=base, rl=rl, out=out, resume=resume,
-                   overwrite=not resume, progress=progress)  # fmt: skip
+        output = PartedOutput(out, overwrite=not resume, resume=resume)
+        score_file(trajectories, ModelPair(base, rl), output, progress=progress)
 
     def checkpoints(resume: bool) -> str:
         for step, path in paths.evolution.items():

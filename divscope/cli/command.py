@@ -69,8 +69,7 @@ class Option:
                 extra["show_default"] = False if default is None else _text(default)
                 default = None
         elif _origin(kind) is tuple:
-            item = typing.get_args(kind)[0]
-            kind = list[item] | None
+            kind = list[typing.get_args(_optional(kind))[0]] | None
             if not required:
                 extra["show_default"] = _text(default) if default else False
                 default = None
@@ -282,12 +281,18 @@ def _split(hint: Any) -> tuple[Any, Flag]:
     return hint, Flag()
 
 
-def _origin(kind: Any) -> Any:
-    """`tuple` for `tuple[X, ...]` and `tuple[X, ...] | None`; else the type's origin."""
+def _optional(kind: Any) -> Any:
+    """`X` for `X | None`; else `kind` itself."""
     if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union:
         kinds = [k for k in typing.get_args(kind) if k is not type(None)]
-        return typing.get_origin(kinds[0]) if len(kinds) == 1 else None
-    return typing.get_origin(kind)
+        if len(kinds) == 1:
+            return kinds[0]
+    return kind
+
+
+def _origin(kind: Any) -> Any:
+    """`tuple` for `tuple[X, ...]` and `tuple[X, ...] | None`; else the type's origin."""
+    return typing.get_origin(_optional(kind))
 
 
 def _path_like(kind: Any) -> Any:
