@@ -10,9 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 import divscope
+from divscope.analyses.study import Study
 from divscope.cli import app
 from divscope.errors import DivscopeError
-from divscope.params import ModelPair
+from divscope.params import ModelPair, Output, Recovery
 from divscope.reporting.report import ReportSummary
 from divscope.testing import synthetic_results, synthetic_tokens
 
@@ -39,10 +40,8 @@ def tables(tmp_path_factory) -> dict[str, Path]:
 
 def test_report_writes_one_self_contained_page(tables, tmp_path, capsys):
     out = tmp_path / "report.html"
-    result = divscope.report(
-        tables["tokens"], out, cross_sample=tables["xs"], compare={"sft": tables["sft"]},
-        responses=5, n_boot=20,
-    )  # fmt: skip
+    study = Study(tables["tokens"], cross_sample=tables["xs"], compare={"sft": tables["sft"]})
+    result = divscope.report(study, out, recovery=Recovery(n_boot=20), responses=5)
     assert isinstance(result, ReportSummary)
     html = out.read_text("utf-8")
     assert result.out == out and result.bytes == len(html.encode("utf-8"))
@@ -64,10 +63,11 @@ def test_report_writes_one_self_contained_page(tables, tmp_path, capsys):
 def test_existing_output_is_refused_without_overwrite(tables, tmp_path):
     out = tmp_path / "report.html"
     out.write_text("keep me")
+    few = Recovery(n_boot=10)
     with pytest.raises(DivscopeError, match="--overwrite"):
-        divscope.report(tables["tokens"], out, responses=2, n_boot=10, progress=False)
+        divscope.report(tables["tokens"], out, recovery=few, responses=2, progress=False)
     assert out.read_text() == "keep me"
-    divscope.report(tables["tokens"], out, responses=2, n_boot=10, overwrite=True,
+    divscope.report(tables["tokens"], Output(out, overwrite=True), recovery=few, responses=2,
                     progress=False)  # fmt: skip
     assert out.read_text("utf-8").startswith("<!DOCTYPE html>")
     assert not list(tmp_path.glob(".report.html.tmp-*"))
@@ -101,7 +101,8 @@ def test_lab_report_decodes_the_top1_tokens(tmp_path):
     divscope.score(trajectories, ModelPair(str(LAB / "base"), str(LAB / "rl")), tokens,
                    progress=False)  # fmt: skip
     out = tmp_path / "lab.html"
-    result = divscope.report(tokens, out, responses=4, n_boot=20, progress=False)
+    result = divscope.report(tokens, out, recovery=Recovery(n_boot=20), responses=4,
+                             progress=False)  # fmt: skip
     html = out.read_text("utf-8")
     doc = embedded(html)
     assert result.n_responses == len(doc["responses"]) == 4
