@@ -170,8 +170,8 @@ def test_the_cross_sample_flags_reach_the_report(tokens, tmp_path, monkeypatch):
     class Report:
         pass
 
-    def report(results, **kwargs):
-        calls.append(kwargs)
+    def report(results, recovery, **kwargs):
+        calls.append({"recovery": recovery, **kwargs})
         return Report()
 
     summary_module = importlib.import_module("divscope.analyses.summary")
@@ -190,7 +190,8 @@ def test_the_cross_sample_flags_reach_the_report(tokens, tmp_path, monkeypatch):
     from_file, label = calls
     assert from_file["reference"].to_dicts() == [{"prompt_id": "p0", "correct": True}]
     assert label["reference"] == "rl"
-    assert label["recovery_at"] == 8 and label["differences"] == (D1, D2)
+    assert label["recovery"].recovery_at == 8 and label["recovery"].n_boot == 5
+    assert label["differences"] == (D1, D2)
 
 
 def test_analyze_by_difficulty_with_graded_base_samples(tokens, tmp_path):
