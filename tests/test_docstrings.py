@@ -41,7 +41,7 @@ PACKAGES = ("divscope", "divscope.analyses", "divscope.figures")
 
 # How an option of a command reaches its library function when the names differ. Every other
 # option is the function's parameter of the same name. A target is
-# - `param`: that parameter, under another name (`--label` is `compare`);
+# - `param`: that parameter, under another name (grade's `--responses` is `source`);
 # - `param.field[.field]`: a field of the dataclass `param` takes, documented under the field
 #   (`--top-p` is `config.stats.top_p`, i.e. `ScoreConfig(StatsConfig(top_p=...))`);
 # - `param(name)`: the parameter `name` of `BUILDERS[param]`, the library function the command
@@ -56,9 +56,6 @@ OPTIONS: dict[str, dict[str, str]] = {
         "max_memory": "config.max_memory",
         "head_dtype": "config.head_dtype",
     },
-    "analyze": {"label": "compare"},
-    "plot": {"label": "compare", "figure": "names"},
-    "report": {"label": "compare"},
     "generate": {
         **{
             name: f"config.sampling.{name}"

@@ -22,9 +22,6 @@ from divscope.lab.family import build
 # command -> the library callables its options go to, in the order a name is looked up.
 LIBRARY: dict[str, list[Callable[..., Any]]] = {
     "score": [divscope.score],
-    "analyze": [divscope.analyze],
-    "plot": [divscope.plot],
-    "report": [divscope.report],
     "generate": [divscope.generate],
     "grade": [divscope.grade],
     "cross-sample": [parse_policies, divscope.cross_sample],
@@ -33,16 +30,13 @@ LIBRARY: dict[str, list[Callable[..., Any]]] = {
     "quickstart": [divscope.quickstart],
     "lab build": [build],
 }
-# Options named otherwise in the library.
-RENAMED = {"xs": "cross_sample", "figure": "names"}
 # Options whose text the CLI parses into the library's value.
 PARSED: dict[str, Callable[[str], Any]] = {
     "budgets": parse_budgets,
-    "formats": lambda text: tuple(text.split(",")),
     "stop": lambda values: tuple(values or ()),
 }
-# Options with no library counterpart: labels of --compare tables, the lab's smoke build.
-CLI_ONLY = {("analyze", "label"), ("plot", "label"), ("report", "label"), ("lab build", "smoke")}
+# Options with no library counterpart: the lab's smoke build.
+CLI_ONLY = {("lab build", "smoke")}
 
 
 def library_defaults(callables: list[Callable[..., Any]]) -> dict[str, Any]:
@@ -90,7 +84,7 @@ def test_option_defaults_are_the_library_defaults(path):
     for param in command(path).params:
         if param.required or (path, param.name) in CLI_ONLY:
             continue
-        name = RENAMED.get(param.name, param.name)
+        name = param.name
         assert name in defaults, f"{path} --{param.name}: no library default to stand for"
         value = param.default
         if param.name in PARSED:
