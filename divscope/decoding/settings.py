@@ -311,6 +311,8 @@ class Policies:
                 or `reverse`.
         """
         text = ",".join(p if isinstance(p, str) else repr(p) for p in self.policy)
+        if len(set(self.policy)) != len(self.policy):
+            raise DivscopeError(f"--policy {text!r}: a policy appears twice.")
         specs = [parse_spec(p) if isinstance(p, str) else p for p in self.policy]
         names = [s[0] if isinstance(s, tuple) else s.name for s in specs]
         strata, maps = parse_strata(self.stratify), parse_maps(self.map_kind, self.map_table)
