@@ -621,9 +621,8 @@ def _stages(paths: _Paths, family: _Lab, config: QuickstartConfig, progress: boo
         return "mean@n " + ", ".join(accuracy.values())
 
     def score(trajectories: Path, rl: str, out: Path, resume: bool) -> None:
-        from divscope.scoring.score import score as score_file
-
         from divscope.params import ModelPair, PartedOutput
+        from divscope.scoring.score import score as score_file
 
         score_file(trajectories, ModelPair(base, rl),
                    PartedOutput(out, overwrite=not resume, resume=resume),

@@ -235,9 +235,9 @@ class Policies:
     """forward/reverse: switch only at one class of divergent positions, once per stratum, at
     the same budgets: none (every one), rerank (the intervener's top-1 is within the
     primary's top-3, `RERANK_TOP_K`), tail (the intervener's sampled token has probability
-    < 0.01 under the primary, `TAIL_P`), entropy-matched (low-divergence positions whose base entropy is within
-    --match-tol of an earlier divergent one's; a divergent position is matched once). Full
-    distributions, T=1."""
+    < 0.01 under the primary, `TAIL_P`), entropy-matched (low-divergence positions whose base
+    entropy is within --match-tol of an earlier divergent one's; a divergent position is
+    matched once). Full distributions, T=1."""
     match_tol: float = MATCH_TOL
     """entropy-matched: the largest base-entropy difference (nats) to the divergent position
     matched."""
@@ -371,8 +371,11 @@ class Policies:
         values = {key: tuple(_value(name, key, v) for v in vs) for key, vs in keys.items()}
         if name in CONTROLS:
             return [
-                _control(name, (given.get("temperature", sampling[0]),
-                                given.get("top_p", sampling[1])), sampling)  # fmt: skip
+                _control(
+                    name,
+                    (given.get("temperature", sampling[0]), given.get("top_p", sampling[1])),
+                    sampling,
+                )  # fmt: skip
                 for given in _product(values)
             ]
         if name in INTERVENTIONS:

@@ -101,7 +101,9 @@ def _by_key(frame: pl.DataFrame) -> dict[tuple[str, int], dict]:
 
 @pytest.mark.usefixtures("one_thread")
 def test_rl_replace_brings_its_controls_at_its_own_sampling(tmp_path, prompts, tiny_pair):
-    results = _cross_sample(prompts, tiny_pair, tmp_path / "r.parquet", "base,rl-replace,base-greedy")
+    results = _cross_sample(
+        prompts, tiny_pair, tmp_path / "r.parquet", "base,rl-replace,base-greedy"
+    )
     settings = results.group_by("policy", "temperature", "top_p").len().sort(pl.all())
     assert settings.rows() == [
         ("base", 0.6, 0.95, 6), ("base", 1.0, 0.7, 6), ("base-greedy", 0.6, 0.95, 6),

@@ -17,11 +17,11 @@ from typer.testing import CliRunner
 from divscope.cli import app
 from divscope.decoding import DecodeConfig, Stream, build_policy, uniforms
 from divscope.decoding.cross_sample import CrossSampleModels, Grid, cross_sample
-from divscope.params import ModelPair
 from divscope.decoding.policies import POLICIES, Base, Forward, StepView
 from divscope.decoding.randomness import inverse_cdf
 from divscope.defaults import REPLACE_TEMPERATURE, REPLACE_TOP_P
 from divscope.errors import DivscopeError
+from divscope.params import ModelPair
 from divscope.schema import CROSS_SAMPLE
 from divscope.scoring.metrics import StatsConfig, truncate
 from tests.decoding.helpers import VOCAB, tiny_decode, tiny_requests
