@@ -112,7 +112,11 @@ from divscope.cli import report as _report  # noqa: E402
 from divscope.cli import score as _score  # noqa: E402
 from divscope.cli import weights as _weights  # noqa: E402
 
-COMMANDS = {"score": _score.COMMAND}
+COMMANDS = {
+    "score": _score.COMMAND,
+    "cross-sample": _cross_sample.COMMAND,
+    "calibrate": _calibrate.COMMAND,
+}
 """The generated commands, in the order of the help."""
 
 app.command("analyze")(_analyze.analyze)
@@ -120,8 +124,6 @@ app.command("plot")(_plot.plot)
 app.command("report")(_report.report)
 app.command("generate")(_generate.generate)
 app.command("grade")(_grade.grade)
-app.command("cross-sample")(_cross_sample.cross_sample)
-app.command("calibrate")(_calibrate.calibrate)
 app.command("weights")(_weights.weights)
 app.command("quickstart")(_quickstart.quickstart)
 app.add_typer(_lab.app, name="lab")
