@@ -636,24 +636,28 @@ def _stages(paths: _Paths, family: _Lab, config: QuickstartConfig, progress: boo
         return f"steps {', '.join(map(str, paths.steps))}"
 
     def calibrate(resume: bool) -> str:
+        from divscope.decoding.calibrate import Target
         from divscope.decoding.calibrate import calibrate as calibrate_gates
+        from divscope.params import ModelPair, Output
 
         calibration = calibrate_gates(
-            paths.calibration_prompts, out=paths.gates, rate=c.takeover_rate,
-            window=GATE_WINDOW, base=base, rl=family.model("rl"), n=c.calibration_samples,
-            config=decoding, overwrite=True, progress=progress,
+            paths.calibration_prompts, Output(paths.gates, overwrite=True),
+            Target(c.takeover_rate, GATE_WINDOW, c.calibration_samples),
+            ModelPair(base, family.model("rl")), decoding, progress=progress,
         )  # fmt: skip
         return f"calibrated on {calibration.n_tokens:,} tokens"
 
     def cross_sample(resume: bool) -> str:
+        from divscope.decoding.cross_sample import Grid
         from divscope.decoding.cross_sample import cross_sample as decode
-        from divscope.decoding.settings import parse_policies
+        from divscope.decoding.settings import Policies
+        from divscope.params import ModelPair, PartedOutput
 
-        policies = parse_policies(POLICIES, eps=c.eps, rate=c.random_rate, calibration=paths.gates)
+        policies = Policies(POLICIES, eps=c.eps, rate=c.random_rate, calibration=paths.gates)
         results = decode(
-            paths.eval_prompts, base=base, rl=family.model("rl"), policies=policies,
-            out=paths.cross_sample, budgets=c.budgets, n=c.samples, config=decoding,
-            grader=LAB_GRADER, resume=resume, overwrite=not resume, progress=progress,
+            paths.eval_prompts, ModelPair(base, family.model("rl")), policies,
+            PartedOutput(paths.cross_sample, overwrite=not resume, resume=resume), decoding,
+            Grid(budgets=c.budgets, n=c.samples, grader=LAB_GRADER), progress=progress,
         )  # fmt: skip
         assert results is not None  # one process: the output is complete
         return f"{results.height:,} responses"

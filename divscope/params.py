@@ -40,6 +40,9 @@ class Flag:
         parse: turns the option's text into the value (e.g. "0,1,2" -> (0, 1, 2)); the option
             is then a string on the command line, and its default is shown joined by commas.
         cli: False: the parameter is the library's only (a callback, a progress switch).
+        omit: of a group parameter, the fields (by name, nested ones too) that get no option
+            in this command: they keep the default instance's values (e.g. calibrate's
+            `--window` is the gates', not the sampling's).
 
     >>> Flag("--out", "-o").names
     ('--out', '-o')
@@ -54,6 +57,7 @@ class Flag:
         metavar: str | None = None,
         parse: Callable[[str], Any] | None = None,
         cli: bool = True,
+        omit: tuple[str, ...] = (),
     ) -> None:
         self.names = names
         self.argument = argument
@@ -62,6 +66,7 @@ class Flag:
         self.metavar = metavar
         self.parse = parse
         self.cli = cli
+        self.omit = omit
 
     def __repr__(self) -> str:
         shown = {k: v for k, v in vars(self).items() if v not in (None, (), False) or k == "cli"}

@@ -166,7 +166,7 @@ def problem(shown: Shown) -> str | None:
     # Names lead to a command through its groups (`lab build`); `divscope ...` names none.
     while hasattr(command, "commands") and args and not args[0].startswith(("-", "...")):
         names.append(args[0])
-        command, args = command.commands.get(args[0]), args[1:]
+        command, args = command.get_command(None, args[0]), args[1:]  # generated ones too
         if command is None:
             return f"{shown.where}: {' '.join(names)!r} is not a divscope command"
     name = " ".join(names)

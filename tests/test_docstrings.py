@@ -44,8 +44,6 @@ PACKAGES = ("divscope", "divscope.analyses", "divscope.figures")
 # - `param`: that parameter, under another name (grade's `--responses` is `source`);
 # - `param.field[.field]`: a field of the dataclass `param` takes, documented under the field
 #   (`--top-p` is `config.stats.top_p`, i.e. `ScoreConfig(StatsConfig(top_p=...))`);
-# - `param(name)`: the parameter `name` of `BUILDERS[param]`, the library function the command
-#   builds `param` with (`--eps` is `parse_policies(eps=...)`, which makes `policies`).
 OPTIONS: dict[str, dict[str, str]] = {
     "score": {
         "top_p": "config.stats.top_p",
@@ -76,40 +74,9 @@ OPTIONS: dict[str, dict[str, str]] = {
         "timeout": "config.timeout",
         "workers": "config.workers",
     },
-    "cross-sample": {
-        "policy": "policies(text)",
-        **{
-            name: f"policies({name})"
-            for name in (
-                "eps", "stratify", "match_tol", "map_kind", "map_table", "rate", "alpha",
-                "early_share", "calibration", "gate_tau", "gate_lam", "gate_window",
-                "entropy_tau", "entropy_lam", "entropy_window", "override_calibration",
-                "rast_lam", "replace_temperature", "replace_top_p",
-            )
-        },
-        "temperature": "config.sampling.temperature",
-        "top_p": "config.sampling.top_p",
-        **{
-            name: f"config.{name}"
-            for name in (
-                "max_new_tokens", "seed", "batch_size", "max_memory", "head_dtype",
-                "delta_alignment",
-            )
-        },
-    },
-    "calibrate": {
-        "temperature": "config.sampling.temperature",
-        "top_p": "config.sampling.top_p",
-        **{
-            name: f"config.{name}"
-            for name in ("max_new_tokens", "seed", "batch_size", "max_memory", "head_dtype")
-        },
-    },
     "lab build": {"smoke": "config"},  # --smoke is `BuildConfig.smoke()`
 }  # fmt: skip
-# The library functions that build an argument of a command from several options.
-BUILDERS = {"policies": "divscope.decoding.settings.parse_policies"}
-TARGET = re.compile(r"^(\w+)(?:\((\w+)\)|((?:\.\w+)+))?$")
+TARGET = re.compile(r"^(\w+)((?:\.\w+)+)?$")
 # Functions whose example may be `+SKIP`, and why: a run too long for the fast tier, tested
 # elsewhere. Their example must still call them.
 SLOW_EXAMPLES = {
@@ -278,15 +245,10 @@ def documented_fields(cls: type) -> set[str]:
 
 def target_problem(function: Callable, target: str) -> str | None:
     """Why `target` (see `OPTIONS`) is not a documented parameter of `function`, or None."""
-    parameter, built_from, fields = TARGET.match(target).groups()
+    parameter, fields = TARGET.match(target).groups()
     signature = inspect.signature(function).parameters
     if parameter not in signature or parameter not in documented_args(function):
         return f"{parameter!r} is not a parameter documented in the Args of {function.__name__}"
-    if built_from is not None:
-        module, _, name = BUILDERS[parameter].rpartition(".")
-        builder = getattr(importlib.import_module(module), name)
-        if built_from not in documented_args(builder):
-            return f"{built_from!r} is not documented in the Args of {BUILDERS[parameter]}"
     value = signature[parameter].default  # a config dataclass: its default instance
     for field in (fields or "").split(".")[1:]:
         cls = type(value)

@@ -69,6 +69,7 @@ def test_cross_sample_with_each_model_on_its_own_gpu_equals_one_gpu(
     tmp_path, base_device, rl_device
 ):
     from divscope.decoding import DecodeConfig
+    from divscope.decoding.cross_sample import Grid
     from divscope.decoding.policies import RL, Base, Forward
     from divscope.scoring import StatsConfig
 
@@ -76,17 +77,17 @@ def test_cross_sample_with_each_model_on_its_own_gpu_equals_one_gpu(
     write_table(read_prompts(LAB / "prompts" / "eval.jsonl").head(8), prompts)
     common = {
         "policies": [Base(), RL(), Forward(eps=0.05)],
-        "budgets": (2, -1),
-        "n": 2,
         "config": DecodeConfig(StatsConfig(top_p=0.7), max_new_tokens=48, batch_size=8),
-        "dtype": "float32",
-        "device": "cuda:0",
+        "grid": Grid(budgets=(2, -1), n=2),
         "progress": False,
-        **MODELS,
     }
-    want = divscope.cross_sample(prompts, out=tmp_path / "one.parquet", **common)
-    got = divscope.cross_sample(prompts, out=tmp_path / "own.parquet", base_device=base_device,
-                                rl_device=rl_device, **common)  # fmt: skip
+    one = Placement(dtype="float32", device="cuda:0")
+    own = Placement(dtype="float32", device="cuda:0", base_device=base_device,
+                    rl_device=rl_device)  # fmt: skip
+    want = divscope.cross_sample(prompts, ModelPair(**MODELS, placement=one),
+                                 out=tmp_path / "one.parquet", **common)  # fmt: skip
+    got = divscope.cross_sample(prompts, ModelPair(**MODELS, placement=own),
+                                out=tmp_path / "own.parquet", **common)  # fmt: skip
     columns = ["policy", "budget", "prompt_id", "sample_id", "response_ids", "switch_positions"]
     assert got.select(columns).equals(want.select(columns))
     assert got.filter(got["policy"] == "forward")["n_switches"].sum() > 0

@@ -117,13 +117,13 @@ COMMANDS = {
     "analyze": _analyze.COMMAND,
     "plot": _plot.COMMAND,
     "report": _report.COMMAND,
+    "cross-sample": _cross_sample.COMMAND,
+    "calibrate": _calibrate.COMMAND,
 }
 """The generated commands, in the order of the help."""
 
 app.command("generate")(_generate.generate)
 app.command("grade")(_grade.grade)
-app.command("cross-sample")(_cross_sample.cross_sample)
-app.command("calibrate")(_calibrate.calibrate)
 app.command("weights")(_weights.weights)
 app.command("quickstart")(_quickstart.quickstart)
 app.add_typer(_lab.app, name="lab")

@@ -206,7 +206,8 @@ def leaves(function: Callable[..., Any]) -> list[Option]:
             continue
         if dataclasses.is_dataclass(kind):
             default = parameter.default
-            found += _fields(kind, (name,), None if default is inspect.Parameter.empty else default)
+            instance = None if default is inspect.Parameter.empty else default
+            found += _fields(kind, (name,), instance, flag.omit)
             continue
         if parameter.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and not flag.names:
             flag = Flag(argument=True, metavar=flag.metavar, parse=flag.parse)
@@ -214,13 +215,15 @@ def leaves(function: Callable[..., Any]) -> list[Option]:
     return found
 
 
-def _fields(group: type, path: tuple[str, ...], instance: Any) -> list[Option]:
+def _fields(
+    group: type, path: tuple[str, ...], instance: Any, omit: tuple[str, ...] = ()
+) -> list[Option]:
     hints = typing.get_type_hints(group, include_extras=True)
     docs = fields_doc(group)
     found: list[Option] = []
     for field in dataclasses.fields(group):
         kind, flag = _split(hints[field.name])
-        if not flag.cli or not field.init:
+        if not flag.cli or not field.init or field.name in omit:
             continue
         if instance is not None:
             default = getattr(instance, field.name)
@@ -232,7 +235,7 @@ def _fields(group: type, path: tuple[str, ...], instance: Any) -> list[Option]:
             default = inspect.Parameter.empty
         if dataclasses.is_dataclass(kind):
             nested = None if default is inspect.Parameter.empty else default
-            found += _fields(kind, (*path, field.name), nested)
+            found += _fields(kind, (*path, field.name), nested, omit)
         else:
             found.append(Option((*path, field.name), kind, flag, default, docs.get(field.name, "")))
     return found
@@ -267,7 +270,7 @@ def _build(group: type, path: tuple[str, ...], base: Any, values: Mapping[tuple,
         if dataclasses.is_dataclass(kind):
             nested = getattr(base, field.name) if base is not None else None
             given[field.name] = _build(kind, (*path, field.name), nested, values)
-        else:
+        elif (*path, field.name) in values:  # not an omitted field
             given[field.name] = values[(*path, field.name)]
     return dataclasses.replace(base, **given) if base is not None else group(**given)
 

@@ -8,69 +8,73 @@ memory; the calibration itself is `gates.calibrate_table`.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated
 
 import polars as pl
 
 from divscope.decoding.gates import Calibration, calibrate_table
 from divscope.decoding.lockstep import DecodeConfig
 from divscope.decoding.request import Request
-from divscope.defaults import (
-    CALIBRATION_SAMPLES,
-    DEVICE,
-    DTYPE,
-    GATE_WINDOW,
-    TAKEOVER_RATE,
-)
+from divscope.defaults import CALIBRATION_SAMPLES, GATE_WINDOW, TAKEOVER_RATE
 from divscope.errors import DivscopeError
+from divscope.params import LIBRARY_ONLY, Flag, ModelPair, Output
+
+
+@dataclass(frozen=True)
+class CalibrationModels(ModelPair):
+    """The models that sample and score calibration prompts; none for a token table.
+
+    >>> CalibrationModels().base is None
+    True
+    """
+
+    base: str | None = None  # type: ignore[assignment] (optional here: a token table needs none)
+    """Base model (SOURCE is then calibration prompts)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the gates are calibrated for, and on how many base samples.
+
+    >>> Target(rate=0.05, window=16).n
+    8
+    """
+
+    rate: Annotated[float, Flag(min=0.0, max=1.0)] = TAKEOVER_RATE
+    """Target takeover rate r in (0, 1)."""
+    window: Annotated[int, Flag(min=1)] = GATE_WINDOW
+    """W, previous steps of the gate's recent mean."""
+    n: Annotated[int, Flag("--n", "-n", min=1)] = CALIBRATION_SAMPLES
+    """Responses sampled per calibration prompt (prompts only)."""
 
 
 def calibrate(
     source: str | os.PathLike,
+    out: Output,
+    target: Target = Target(),  # noqa: B008 (frozen, hashable)
+    models: CalibrationModels = CalibrationModels(),  # noqa: B008 (frozen, hashable)
+    config: Annotated[DecodeConfig, Flag(omit=("window", "delta_alignment"))] = DecodeConfig(),  # noqa: B008
     *,
-    out: str | os.PathLike,
-    rate: float = TAKEOVER_RATE,
-    window: int = GATE_WINDOW,
-    base: str | None = None,
-    rl: str | None = None,
-    n: int = CALIBRATION_SAMPLES,
-    config: DecodeConfig = DecodeConfig(),  # noqa: B008 (frozen, hashable)
-    dtype: str = DTYPE,
-    device: str = DEVICE,
-    device_map: str | None = None,
-    base_device: str | None = None,
-    rl_device: str | None = None,
-    stop: Sequence[str] = (),
-    chat_template: bool = False,
-    allow_tokenizer_mismatch: bool = False,
-    overwrite: bool = False,
-    progress: bool = True,
+    progress: Annotated[bool, LIBRARY_ONLY] = True,
 ) -> Calibration:
     """Calibrate the `gated` (CE) and `entropy` (base entropy) gates and write their JSON.
 
-    The JSON is what `cross-sample` reads (`--calibration`).
+    For takeover rate --rate: tau is the (1 - r) quantile of the scores s, and lambda is the
+    mean of the scores above tau over the mean score; the scores are a token table's rows, or
+    --n base samples per calibration prompt scored against --rl. Writes a JSON that
+    `cross-sample --calibration` reads.
 
     Args:
-        source: a token table (without `base`/`rl`), or calibration prompts (with them): then
-            the base model samples `n` responses per prompt (lockstep decoder, `base` policy)
-            and the scoring engine scores them against the RL model.
-        out: the calibration JSON.
-        rate: target takeover rate r in (0, 1).
-        window: W of the gates' recent mean.
-        base: the base model (prompts only).
-        rl: the RL model (prompts only).
-        n: responses per calibration prompt.
-        config: sampling of the calibration responses.
-        dtype: weights dtype.
-        device: `auto`, `cpu`, `cuda` or `cuda:N`.
-        device_map: passed to `from_pretrained`.
-        base_device: the base model's own device (e.g. `cuda:0`), overriding `device` for it;
-            the statistics are computed on the base model's device (prompts only).
-        rl_device: the RL model's own device (e.g. `cuda:1`), overriding `device` for it.
-        stop: extra stop tokens of the base samples (ids or single-token strings).
-        chat_template: wrap each raw calibration question in the base tokenizer's template.
-        allow_tokenizer_mismatch: compare models whose ordinary vocabularies differ.
-        overwrite: replace an existing output.
+        source: A token table from `divscope score`, or calibration prompts (with --base and
+            --rl): then the base model samples `n` responses per prompt (lockstep decoder,
+            `base` policy) and the scoring engine scores them against the RL model.
+        out: the calibration JSON (or its path).
+        target: the takeover rate, the gates' window and the samples per prompt.
+        models: the base and the RL model (prompts only; a `ModelPair` will do), and where
+            they run.
+        config: sampling, length cap, stop tokens and chat template of the calibration
+            responses (prompts only).
         progress: show progress bars on stderr.
 
     Returns:
@@ -84,13 +88,15 @@ def calibrate(
         >>> import tempfile
         >>> import polars as pl
         >>> import divscope
+        >>> from divscope.decoding.calibrate import Target
+        >>> from divscope.params import ModelPair
         >>> tmp = tempfile.TemporaryDirectory()
         >>> few, tokens = f"{tmp.name}/few.jsonl", f"{tmp.name}/tokens.parquet"
         >>> pl.read_ndjson("fixtures/lab/trajectories.jsonl").head(8).write_ndjson(few)
-        >>> summary = divscope.score(
-        ...     few, base="fixtures/lab/base", rl="fixtures/lab/rl", out=tokens, progress=False)
+        >>> lab = ModelPair("fixtures/lab/base", "fixtures/lab/rl")
+        >>> summary = divscope.score(few, lab, tokens, progress=False)
         >>> calibration = divscope.calibrate(
-        ...     tokens, out=f"{tmp.name}/gates.json", rate=0.05, window=16, progress=False)
+        ...     tokens, f"{tmp.name}/gates.json", Target(rate=0.05, window=16), progress=False)
         >>> sorted(calibration.gates), calibration.n_tokens
         (['entropy', 'gated'], 731)
         >>> tmp.cleanup()
@@ -98,7 +104,9 @@ def calibrate(
     from divscope.io import scan_token_table
     from divscope.output import check_target
 
-    check_target(out, overwrite=overwrite)
+    out = Output.of(out)
+    check_target(out.path, overwrite=out.overwrite)
+    base, rl = models.base, models.rl
     if (base is None) != (rl is None):
         raise DivscopeError(
             "calibrate: give both --base and --rl (SOURCE is then calibration prompts) or "
@@ -108,33 +116,28 @@ def calibrate(
         table = scan_token_table(source)
         description = str(source)
     else:
-        assert rl is not None
-        table = _score_base_samples(
-            source, base, rl, n, config, dtype, device, device_map, progress, stop,
-            chat_template, allow_tokenizer_mismatch, base_device=base_device, rl_device=rl_device,
-        )  # fmt: skip
-        description = f"{source}: {n} base samples per prompt (base={base}, rl={rl})"
-    calibration = calibrate_table(table, rate, window, description)
-    calibration.to_json(out)
+        table = _score_base_samples(source, models, target.n, config, progress)
+        description = f"{source}: {target.n} base samples per prompt (base={base}, rl={rl})"
+    calibration = calibrate_table(table, target.rate, target.window, description)
+    calibration.to_json(out.path)
     return calibration
 
 
 def _score_base_samples(
-    prompts, base, rl, n, config, dtype, device, device_map, progress, stop, chat_template,
-    allow_tokenizer_mismatch, *, base_device, rl_device,
-) -> pl.DataFrame:  # fmt: skip
+    prompts: str | os.PathLike, models: ModelPair, n: int, config: DecodeConfig, progress: bool
+) -> pl.DataFrame:
     """The token table of `n` base-policy responses per prompt, scored against the RL model."""
-    from divscope.decoding.cross_sample import load, note_length_cap
+    from divscope.decoding.inputs import load, note_length_cap
     from divscope.decoding.lockstep import decode
     from divscope.decoding.policies import Base
+    from divscope.models.pair import open_pair
     from divscope.prompts import read_prompts
     from divscope.scoring.engine import ScoreConfig, score_table
 
     frame = read_prompts(prompts)
     loaded = load(
-        frame, str(prompts), {"base": base, "rl": rl}, dtype=dtype, device=device,
-        device_map=device_map, base_device=base_device, rl_device=rl_device, stop=stop,
-        chat_template=chat_template, allow_tokenizer_mismatch=allow_tokenizer_mismatch,
+        frame, str(prompts), open_pair(models), stop=config.stop,
+        chat_template=config.chat_template,
     )  # fmt: skip
     keys = frame["prompt_id"].to_list()
     note_length_cap(keys, loaded.prompt_ids, config.max_new_tokens, loaded.models,

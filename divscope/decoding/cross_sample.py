@@ -9,111 +9,134 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import polars as pl
 
+from divscope.decoding.inputs import Loaded, load, note_length_cap
 from divscope.decoding.lockstep import DecodeConfig, Decoded, decoding_models
 from divscope.decoding.maps import DivergenceMap
 from divscope.decoding.policies import Base, Early, Forward, Policy, Reverse
 from divscope.decoding.request import Request
-from divscope.defaults import BUDGETS, DEVICE, DTYPE, GRADE_TIMEOUT, SAMPLES
+from divscope.decoding.settings import Policies, parse_budgets, parse_names
+from divscope.defaults import BUDGETS, GRADE_TIMEOUT, SAMPLES
 from divscope.errors import DivscopeError
+from divscope.params import LIBRARY_ONLY, Flag, ModelPair, PartedOutput
 from divscope.progress import Progress
 from divscope.schema import CROSS_SAMPLE_PARAMS
-from divscope.vocab import Compatibility, TokenPieces
+from divscope.vocab import TokenPieces
 
 PART_ROWS = 64
 """Responses per part of a cross-sample output: what a killed run loses at most, per process."""
 
-MODEL_FLAGS: dict[str, str] = {
-    "base": "--base",
-    "rl": "--rl",
-    "rast_base": "--rast-base",
-    "rast_rl": "--rast-rl",
-}
+
+@dataclass(frozen=True)
+class CrossSampleModels(ModelPair):
+    """The base model, its RL twin and the small pair of `rast`, and where they run.
+
+    The small pair is a field of this group, not of `ModelPair`, because only cross-sample
+    runs it: the other commands' options stay the ones that mean something to them, and the
+    one loader (`models.pair.open_pair`) reads every model of a run by its field name.
+
+    >>> CrossSampleModels("fixtures/lab/base", "fixtures/lab/rl").rast_base is None
+    True
+    """
+
+    rast_base: str | None = None
+    """rast: the small base model."""
+    rast_rl: str | None = None
+    """rast: the small RL model."""
+
+    @classmethod
+    def of(cls, models: ModelPair) -> CrossSampleModels:
+        """`models` as this class: as it is, or a `ModelPair` without a small pair."""
+        if isinstance(models, cls):
+            return models
+        return cls(**{f.name: getattr(models, f.name) for f in fields(ModelPair)})
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The settings a cross-sample run decodes and grades: budgets, responses per prompt, a
+    forced opening, the grader.
+
+    >>> Grid(budgets=(0, 4), n=2).budgets
+    (0, 4)
+    """
+
+    budgets: Annotated[tuple[int, ...], Flag(parse=parse_budgets)] = BUDGETS
+    """Switch budgets of forward, reverse, random, early, gated and entropy (comma-separated;
+    -1 = unlimited); the other policies (and early with a share) run once with budget -1."""
+    n: Annotated[int, Flag("--n", "-n", min=1)] = SAMPLES
+    """Responses sampled per prompt, per policy and budget (write -n under torchrun, which
+    takes --n for an abbreviation of its own options)."""
+    grader: str | None = None
+    """math (Math-Verify on the last \\boxed{}), exact, lab, or your own function as
+    module:function taking (response, answer) and returning a bool; none: `correct` is null."""
+    grade_timeout: Annotated[float, Flag(min=0.0)] = GRADE_TIMEOUT
+    """Wall-clock seconds allowed to grade one response; an overrun counts as incorrect."""
+    force_prefix: str | None = None
+    """The --forced-policies also run with each response forced to open with this text (e.g.
+    Alright): its base-tokenizer ids (no special tokens) follow the prompt and start the
+    response (switch positions count from the response's start; the prefix does not count
+    towards --max-new-tokens). Their rows have `force_prefix` set: settings of their own."""
+    forced_policies: Annotated[tuple[str, ...] | None, Flag(parse=parse_names)] = None
+    """Comma-separated names of the policies that also run with --force-prefix (every policy
+    of each name; default: every policy of the run)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "budgets", tuple(self.budgets))
+        if self.forced_policies is not None:
+            object.__setattr__(self, "forced_policies", tuple(self.forced_policies))
 
 
 def cross_sample(
     prompts: str | os.PathLike,
+    models: CrossSampleModels,
+    policies: Policies,
+    out: PartedOutput,
+    config: Annotated[DecodeConfig, Flag(omit=("window",))] = DecodeConfig(),  # noqa: B008
+    grid: Grid = Grid(),  # noqa: B008 (frozen, hashable)
     *,
-    base: str,
-    policies: Sequence[Policy],
-    out: str | os.PathLike,
-    rl: str | None = None,
-    budgets: Sequence[int] = BUDGETS,
-    n: int = SAMPLES,
-    config: DecodeConfig = DecodeConfig(),  # noqa: B008 (frozen, hashable)
-    grader: str | None = None,
-    grade_timeout: float = GRADE_TIMEOUT,
-    rast_base: str | None = None,
-    rast_rl: str | None = None,
-    dtype: str = DTYPE,
-    device: str = DEVICE,
-    device_map: str | None = None,
-    base_device: str | None = None,
-    rl_device: str | None = None,
-    stop: Sequence[str] = (),
-    chat_template: bool = False,
-    allow_tokenizer_mismatch: bool = False,
-    force_prefix: str | None = None,
-    forced_policies: Sequence[str] | None = None,
-    overwrite: bool = False,
-    resume: bool = False,
-    shard: str | None = None,
-    part_rows: int = PART_ROWS,
-    progress: bool = True,
+    part_rows: Annotated[int, LIBRARY_ONLY] = PART_ROWS,
+    progress: Annotated[bool, LIBRARY_ONLY] = True,
 ) -> pl.DataFrame | None:
     """Decode responses to every prompt under each policy and budget, grade them and write them.
 
-    `n` responses per prompt, per policy and budget.
+    --n responses per prompt of PROMPTS, with --base and --rl in lockstep. Each policy decides,
+    token by token, whose token is emitted (forward: the RL token where JS > eps, up to each
+    budget; stratum and map keys restrict or precompute where). Writes one row per response
+    (n_switches, n_effective, switch_positions, switch_js: the online JS at each switch, correct)
+    and prints accuracy and recovery with 95% CIs per setting and budget. Same --seed, same
+    responses (on a GPU: with the same --batch-size). Results are written in parts as they are
+    done; --resume continues an interrupted run.
 
     Args:
-        prompts: Parquet or JSONL prompts (`prompt_id`, `prompt` or `prompt_ids`, `answer`).
-        base: the base model, a local directory or a hub id.
-        policies: the policies to run, e.g. `[Base(), RL(), Forward(eps=0.05)]`, as given
-            (`settings.parse_policies` is what adds rl-replace's controls at its sampling). A
-            `forward` or `reverse` with a `map_table` switches at the positions of that token
-            table's trajectory of each response with `js > eps` (`maps.DivergenceMap`; with a
-            forced opening, counted from the response's start).
-        out: the results: a `.parquet` or `.jsonl` file, or a directory of parts. Written in
-            parts, one per chunk of prompts and setting (`divscope.output`), each as soon as it
-            is decoded and graded; a file is assembled from them at the end.
-        rl: the RL model (not needed by `base` and `rast`).
-        budgets: switch budgets of the budgeted policies (−1 = unlimited); the other
-            policies (and `early` with a share) run once with budget −1.
-        n: responses per prompt (sample ids 0..n−1) per policy and budget.
-        config: sampling, length cap, seed and batch size.
-        grader: a grader (`math`, `exact`, `lab` or `module:function`); None leaves
-            `correct` null.
-        grade_timeout: wall-clock seconds to grade one response.
-        rast_base: the small base model of `rast`.
-        rast_rl: the small RL model of `rast`.
-        dtype: weights dtype, `auto`, `float32`, `bfloat16` or `float16`.
-        device: `auto`, `cpu`, `cuda` or `cuda:N`.
-        device_map: passed to `from_pretrained` for models larger than one GPU.
-        base_device: the base model's own device (e.g. `cuda:0`), overriding `device` for it;
-            the logits of every model are computed on the base model's device.
-        rl_device: the RL model's own device (e.g. `cuda:1`), overriding `device` for it.
-        stop: extra stop tokens (ids or single-token strings) besides every model's EOS ids.
-        chat_template: wrap each raw question in the base tokenizer's chat template.
-        allow_tokenizer_mismatch: compare models whose ordinary vocabularies differ.
-        force_prefix: the `forced_policies` also run with every response forced to open with
-            this text: its base-tokenizer ids (no special tokens) follow the prompt, decoding
-            continues after them, and the rows' `response_ids` start with them (switch
-            positions count from the response's start; the prefix does not count towards
-            `max_new_tokens`). Their rows have `force_prefix` set: settings of their own.
-        forced_policies: the names of the policies that also run forced (every policy of that
-            name); None: every policy.
-        overwrite: replace an existing output.
-        resume: continue an interrupted run (or start it): keep the parts written, after
-            checking that the settings and prompts are the same, and do the rest.
-        shard: `i/n`: do share i of n of the parts, as one of n independent processes (a SLURM
-            array); `out` must then be a directory. Under torchrun each process takes its
-            share by itself.
+        prompts: Prompts: Parquet or JSONL with prompt_id, prompt or prompt_ids, and answer
+            (for --grader).
+        models: the base model, the RL model (not needed by `base` and `rast`) and the small
+            pair of `rast`; a plain `ModelPair` has no small pair.
+        policies: the policies to run: `Policies` (specs and their default keys), or the
+            specs alone, e.g. `"base,rl,forward:eps=0.05"`, `["base", "rl-replace"]` or
+            `[Base(), RL(), Forward(eps=0.05)]` (`settings.Policies`). The matched controls
+            are added here (`Policies.build` at `config.sampling`), so that the Python API and
+            the command line run the same policies. A `forward` or `reverse` with a
+            `map_table` switches at the positions of that token table's trajectory of each
+            response with `js > eps` (`maps.DivergenceMap`; with a forced opening, counted
+            from the response's start).
+        out: the results (or their path): a `.parquet` or `.jsonl` file, or a directory of
+            parts. Written in parts, one per chunk of prompts and setting
+            (`divscope.output`), each as soon as it is decoded and graded; a file is assembled
+            from them at the end. `resume` keeps the parts written, after checking that the
+            settings and prompts are the same; `shard` `i/n` does share i of n of the parts
+            (`out` must then be a directory; under torchrun each process takes its share by
+            itself).
+        config: the run's sampling (its one home), length cap, seed, batch size, stop tokens
+            and chat template.
+        grid: budgets, responses per prompt, a forced opening and the grader.
         part_rows: responses per part (a chunk holds ceil(part_rows / n) prompts); fixed by
             the first run of an output.
         progress: show a progress bar (and the length cap note) on stderr.
@@ -124,23 +147,25 @@ def cross_sample(
         other shares are still running.
 
     Raises:
-        DivscopeError: bad prompts, budgets or grader, a missing model, models whose ordinary
-            vocabularies differ, a forced policy that does not run, a prefix that tokenizes to
-            no token (or to a stop token), a map table that is unreadable or lacks a prompt, an
-            existing output without `overwrite` or `resume`, or one made with other settings.
+        DivscopeError: bad prompts, budgets, policies or grader, a missing model, models whose
+            ordinary vocabularies differ, a forced policy that does not run, a prefix that
+            tokenizes to no token (or to a stop token), a map table that is unreadable or lacks
+            a prompt, an existing output without `overwrite` or `resume`, or one made with
+            other settings.
 
     Example (the lab in `fixtures/lab`, from the repository root):
         >>> import tempfile
         >>> import polars as pl
         >>> import divscope
+        >>> from divscope.decoding.cross_sample import Grid
+        >>> from divscope.params import ModelPair
         >>> tmp = tempfile.TemporaryDirectory()
         >>> prompts = f"{tmp.name}/prompts.jsonl"  # the first 2 of the lab's 256 eval prompts
         >>> pl.read_ndjson("fixtures/lab/prompts/eval.jsonl").head(2).write_ndjson(prompts)
-        >>> from divscope.decoding.policies import Base, Forward, RL
+        >>> lab = ModelPair("fixtures/lab/base", "fixtures/lab/rl")
         >>> results = divscope.cross_sample(
-        ...     prompts, base="fixtures/lab/base", rl="fixtures/lab/rl",
-        ...     policies=[Base(), RL(), Forward(eps=0.05)], budgets=[4], n=2,
-        ...     out=f"{tmp.name}/forward.parquet", grader="lab", progress=False)
+        ...     prompts, lab, "base,rl,forward:eps=0.05", f"{tmp.name}/forward.parquet",
+        ...     grid=Grid(budgets=(4,), n=2, grader="lab"), progress=False)
         >>> results.group_by("policy", "budget", maintain_order=True).len().rows()
         [('base', -1, 4), ('rl', -1, 4), ('forward', 4, 4)]
         >>> tmp.cleanup()
@@ -150,37 +175,39 @@ def cross_sample(
     from divscope.distributed import current_world
     from divscope.grading import GradeConfig, get_grader, grade_table
     from divscope.io import cross_sample_frame, read_cross_sample
-    from divscope.models.loading import describe_model
-    from divscope.models.placement import describe_placement
+    from divscope.models.pair import open_pair
     from divscope.output import Parts, check_output, frame_digest, share_note
     from divscope.prompts import read_prompts
 
-    world = current_world(shard, device, device_map)
-    check_output(out, world)
+    models, out = CrossSampleModels.of(models), PartedOutput.of(out)
+    policies = Policies.of(policies).build(config.sampling)
+    budgets, n, grader, force_prefix = grid.budgets, grid.n, grid.grader, grid.force_prefix
+    placement = models.placement
+    world = current_world(out.shard, placement.device, placement.device_map)
+    check_output(out.path, world)
     if n < 1:
         raise DivscopeError(f"--n must be >= 1, got {n}.")
     if not policies:
         raise DivscopeError("no policy given; pass --policy (e.g. base,rl,forward).")
-    budgets = tuple(budgets)
     if not budgets or any(b < -1 for b in budgets):
         raise DivscopeError(f"--budgets {budgets}: give budgets >= 0, or −1 for unlimited.")
     if grader is not None:
         get_grader(grader)  # an unknown grader fails before the models load
-    forced = _forced(policies, force_prefix, forced_policies)
+    forced = _forced(policies, force_prefix, grid.forced_policies)
     frame = read_prompts(prompts)
     if grader is not None and "answer" not in frame.columns:
         raise DivscopeError(
             f"{prompts}: --grader {grader} needs an 'answer' column in the prompts."
         )
     maps = _maps(policies, frame["prompt_id"])
-    paths = {"base": base, "rl": rl, "rast_base": rast_base, "rast_rl": rast_rl}
-    needed = [name for name in paths if any(name in decoding_models(p, config) for p in policies)]
+    names = ("base", "rl", "rast_base", "rast_rl")
+    needed = [name for name in names if any(name in decoding_models(p, config) for p in policies)]
     for name in needed:
-        if paths[name] is None:
+        if getattr(models, name) is None:
             users = ", ".join(p.name for p in policies if name in p.models)
             who = f"policy {users}" if users else "--delta-alignment (all four models)"
-            raise DivscopeError(f"{who} needs {MODEL_FLAGS[name]}.")
-    model_paths = {name: paths[name] for name in needed}
+            raise DivscopeError(f"{who} needs --{name.replace('_', '-')}.")
+    model_paths = {name: getattr(models, name) for name in needed}
     # The units of work: each chunk of prompts under each setting (policy, budget and forced
     # prefix). Every setting decodes the same chunks, so the models see identical batches
     # across settings and the reproduction invariants between policies hold bit for bit.
@@ -210,35 +237,26 @@ def cross_sample(
         "head_dtype": config.head_dtype,
         "seed": config.seed,
         "delta_alignment": config.delta_alignment,
-        "stop": list(stop),
-        "chat_template": chat_template,
+        "stop": list(config.stop),
+        "chat_template": config.chat_template,
         "grader": grader,
-        "dtype": dtype,
+        "dtype": placement.dtype,
         "divscope_version": __version__,
     }
     parts = Parts.start(
-        out, "cross-sample", settings, len(runs) * len(chunks),
-        resume=resume, overwrite=overwrite, world=world,
+        out.path, "cross-sample", settings, len(runs) * len(chunks),
+        resume=out.resume, overwrite=out.overwrite, world=world,
     )  # fmt: skip
     costs = [len(chunks[u % len(chunks)]) for u in range(len(runs) * len(chunks))]  # prompts
     mine = [] if parts.finished else world.share(costs)
     done = parts.done(mine)
     todo = [u for u in mine if u not in done]
     if todo:
+        pair = open_pair(models, world, needed)
         loaded = load(
-            frame,
-            str(prompts),
-            model_paths,
-            dtype=dtype,
-            device=world.device(device),
-            device_map=device_map,
-            base_device=world.device(base_device),
-            rl_device=world.device(rl_device),
-            stop=stop,
-            chat_template=chat_template,
-            allow_tokenizer_mismatch=allow_tokenizer_mismatch,
+            frame, str(prompts), pair, stop=config.stop, chat_template=config.chat_template,
             force_prefix=force_prefix if forced else None,
-        )
+        )  # fmt: skip
         keys = frame["prompt_id"].to_list()
         note_length_cap(
             keys, loaded.prompt_ids, config.max_new_tokens, loaded.models, enabled=progress
@@ -252,21 +270,17 @@ def cross_sample(
         )  # fmt: skip
         metadata = {
             **settings,
-            "models": {
-                name: describe_model(model, paths[name]) for name, model in loaded.models.items()
-            },
+            "models": pair.describe(loaded.models),
             "prompts": str(Path(prompts)),
             "policies": [{"policy": p.name, **p.params()} for p in policies],
             "budgets": list(budgets),
             "force_prefix_ids": list(loaded.prefix_ids),
             "batch_size": config.batch_size,  # as planned (`--max-memory`) or given
             **loaded.metadata(),
-            "device": describe_placement(
-                device, device_map, {"base": base_device, "rl": rl_device}
-            ),
+            "device": pair.placement(),
             "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
-        grading = GradeConfig(grader, timeout=grade_timeout) if grader is not None else None
+        grading = GradeConfig(grader, timeout=grid.grade_timeout) if grader is not None else None
         answers = frame.select("prompt_id", "answer") if grader is not None else None
         pieces = TokenPieces(loaded.tokenizer)  # the switch tokens' text
         benchmarks = (
@@ -309,7 +323,7 @@ def cross_sample(
                     results = grade_table(results, grading, answers=answers)
                 parts.write(unit, cross_sample_frame(results), metadata)
                 bar.update(len(requests))
-    return read_cross_sample(out) if parts.finish(world) else None
+    return read_cross_sample(out.path) if parts.finish(world) else None
 
 
 def _maps(policies: Sequence[Policy], prompt_ids: Sequence[str]) -> dict[str, DivergenceMap]:
@@ -419,139 +433,6 @@ def _opened(decoded: Decoded, opening: Sequence[int]) -> Decoded:
         switch_positions=[len(opening) + p for p in decoded.switch_positions],
         delta_cosine=None if cosines is None else [None] * len(opening) + cosines,
     )
-
-
-@dataclass(frozen=True)
-class Loaded:
-    """The models of a decoding run, their shared vocabulary and the prompts' token ids."""
-
-    tokenizer: Any
-    """The first model's tokenizer: it tokenizes the prompts and decodes the responses."""
-    prompt_ids: list[list[int]]
-    """Each prompt's token ids (chat-templated with `chat_template`)."""
-    models: dict[str, Any]
-    """The loaded models by name, in one dtype."""
-    stop: list[int]
-    """Every id that ends a response (`models.tokenizers.stop_ids`)."""
-    compatibility: Compatibility | None
-    """What the tokenizers share (None: one model): the `suppressed` ids are never emitted."""
-    vocab: int
-    """The ids every model's tokenizer holds: `compatibility.vocab`, or the one tokenizer's
-    size."""
-    prefix_ids: tuple[int, ...] = ()
-    """The ids of the forced opening (`force_prefix`); empty when none."""
-
-    @property
-    def suppressed(self) -> tuple[int, ...]:
-        """Ids never emitted: added/special tokens that the tokenizers do not share, except
-        stop tokens (a twin's own `<|im_end|>` must still end its responses)."""
-        differing = self.compatibility.suppressed if self.compatibility else ()
-        return tuple(i for i in differing if i not in self.stop)
-
-    @property
-    def pad_id(self) -> int:
-        """The id of left padding (masked): the tokenizer's pad token, else the first stop."""
-        pad = self.tokenizer.pad_token_id
-        return pad if pad is not None and pad < self.vocab else self.stop[0]
-
-    def metadata(self) -> dict[str, Any]:
-        """The stop tokens, the tokenizers' agreement and the dtype, for the output."""
-        return {
-            "stop": [
-                {"id": i, "token": self.tokenizer.convert_ids_to_tokens(i)} for i in self.stop
-            ],
-            "tokenizers": self.compatibility.metadata() if self.compatibility else None,
-            "dtype_resolved": str(next(iter(self.models.values())).dtype).removeprefix("torch."),
-        }
-
-
-def load(
-    frame: pl.DataFrame,
-    source: str,
-    paths: dict[str, str],
-    *,
-    dtype: str,
-    device: str,
-    device_map: str | None,
-    base_device: str | None = None,
-    rl_device: str | None = None,
-    stop: Sequence[str] = (),
-    chat_template: bool = False,
-    allow_tokenizer_mismatch: bool = False,
-    force_prefix: str | None = None,
-) -> Loaded:
-    """Load what a decoding run needs; the prompts, tokenizers and forced prefix are checked
-    before any model loads.
-
-    Args:
-        frame: prompts as `prompts.read_prompts` returns them.
-        source: the prompts file, for error messages.
-        paths: model name -> local directory or hub id; the first model's tokenizer is used.
-        dtype: weights dtype of every model (`models.placement.run_dtype`).
-        device: `auto`, `cpu`, `cuda` or `cuda:N`.
-        device_map: passed to `from_pretrained`.
-        base_device: the base model's own device, overriding `device` for it.
-        rl_device: the RL model's own device, overriding `device` for it.
-        stop: extra stop tokens (`--stop`: ids or single-token strings).
-        chat_template: wrap each raw question in the first tokenizer's chat template.
-        allow_tokenizer_mismatch: compare models whose ordinary vocabularies differ.
-        force_prefix: a forced opening, tokenized with the first tokenizer without special
-            tokens into `Loaded.prefix_ids`.
-
-    Raises:
-        DivscopeError: a prompt that the tokenizer cannot hold, tokenizers whose ordinary
-            vocabularies differ, a forced prefix that tokenizes to no token or holds a stop
-            token or an id outside the shared vocabulary, a model that cannot be loaded, or a
-            bad `--stop`.
-    """
-    from divscope.models.loading import load_models
-    from divscope.models.tokenizers import load_tokenizer, stop_ids
-    from divscope.prompts import chat_prompts, prompt_token_ids
-    from divscope.vocab import check_tokenizers
-
-    tokenizers = {name: load_tokenizer(path) for name, path in paths.items()}
-    tokenizer = next(iter(tokenizers.values()))
-    compatibility = (
-        check_tokenizers(tokenizers, allow_mismatch=allow_tokenizer_mismatch)
-        if len(tokenizers) > 1
-        else None
-    )
-    if chat_template:
-        prompt_ids = chat_prompts(frame, tokenizer, source=source)[1]
-    else:
-        prompt_ids = prompt_token_ids(frame, tokenizer, source=source)
-    vocab = compatibility.vocab if compatibility else len(tokenizer)
-    prefix_ids: tuple[int, ...] = ()
-    if force_prefix is not None:
-        prefix_ids = tuple(tokenizer.encode(force_prefix, add_special_tokens=False))
-        if not prefix_ids:
-            raise DivscopeError(
-                f"--force-prefix {force_prefix!r} tokenizes to no token; give text that the "
-                "base tokenizer turns into at least one token."
-            )
-    own = {"base": base_device, "rl": rl_device}
-    models = load_models(paths, dtype=dtype, device=device, device_map=device_map, devices=own)
-    stop_list = stop_ids(tokenizers, models, stop, vocab=vocab)
-    bad = [i for i in prefix_ids if i in stop_list or i >= vocab]
-    if bad:
-        raise DivscopeError(
-            f"--force-prefix {force_prefix!r} tokenizes to {list(prefix_ids)}, which holds "
-            f"id {bad[0]}, a stop token or an id outside the shared vocabulary of {vocab}; "
-            "a forced opening cannot end the response."
-        )
-    return Loaded(tokenizer, prompt_ids, models, stop_list, compatibility, vocab, prefix_ids)
-
-
-def note_length_cap(
-    keys: list[str], prompt_ids: list[list[int]], max_new_tokens, models, *, enabled: bool
-) -> None:
-    """Print once, on stderr, how the default length cap was capped by a model's context."""
-    from divscope.models.lengths import context_length, length_note
-    from divscope.progress import note
-
-    prompts = list(zip(keys, prompt_ids, strict=True))
-    contexts = {name: context_length(model) for name, model in models.items()}
-    note(length_note(prompts, max_new_tokens, contexts), enabled=enabled)
 
 
 def _results_frame(

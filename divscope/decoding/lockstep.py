@@ -35,6 +35,7 @@ import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import Annotated
 
 import numpy as np
 import torch
@@ -46,7 +47,7 @@ from divscope.decoding.randomness import Stream, inverse_cdf, uniforms
 from divscope.decoding.request import Request
 from divscope.defaults import BATCH_SIZE, SEED
 from divscope.errors import DivscopeError
-from divscope.memory_plan import announce, plan_decoding
+from divscope.memory_plan import announce, parse_memory, plan_decoding
 from divscope.models.head import (
     OutputHead,
     check_head_dtype,
@@ -55,6 +56,7 @@ from divscope.models.head import (
 )
 from divscope.models.lengths import context_length, new_token_limits
 from divscope.oom import PLACEMENT_ADVICE, halving
+from divscope.params import LIBRARY_ONLY, Flag
 from divscope.progress import Progress
 from divscope.scoring.metrics import StatsConfig
 
@@ -72,31 +74,40 @@ class DecodeConfig:
 
     sampling: StatsConfig = StatsConfig()
     """Top-p, temperature and window of the sampled distributions, and of the per-step JS
-    (--top-p, --temperature)."""
-    max_new_tokens: int | None = None
-    """Length cap of a response (--max-new-tokens); None: 8,000, capped prompt by prompt by
-    the models' context."""
+    (--top-p, --temperature): the run's sampling, its one home; a policy that samples at its
+    own (`rl-replace:top_p=0.95`) says so in its spec."""
+    max_new_tokens: Annotated[int | None, Flag(min=1)] = None
+    """Longest response in tokens; longer ones are cut there. Default: 8000, capped prompt by
+    prompt by the models' context (the cap is printed)."""
     seed: int = SEED
-    """Seed of the coupled uniforms (--seed)."""
-    batch_size: int | None = None
-    """Sequences decoded together (--batch-size). None: as many as fit
-    (`memory_plan.plan_decoding`: on a GPU, or with `max_memory`), else `BATCH_SIZE`."""
-    max_memory: int | None = None
-    """Bytes the run may use per device (--max-memory), weights included: the budget of a
-    batch size left None. None: on a GPU its free memory once the models are loaded; on the
-    CPU no plan."""
+    """Seed of the sampling (the coupled uniforms); the same seed, the same output."""
+    batch_size: Annotated[int | None, Flag(min=1)] = None
+    """Sequences decoded together. Default: as many as fit --max-memory (the plan is printed;
+    `memory_plan.plan_decoding`); on the CPU without it, 32."""
+    max_memory: Annotated[int | None, Flag(parse=parse_memory, metavar="SIZE")] = None
+    """Memory the run may use per device, weights included, e.g. 70GiB: the budget of a
+    --batch-size left out (the plan is printed). Default: the free memory of each GPU once the
+    models are loaded; on the CPU, no plan."""
     head_dtype: str | None = None
-    """`float32` computes the output head in float32 from a float32 copy of its weights
-    (--head-dtype); None: in the weights' dtype."""
-    drop_finished: bool = True
+    """float32: compute the output head in float32 from a float32 copy of its weights (fewer
+    exact ties among bf16 logits; costs 4 bytes x vocabulary x hidden size per model, e.g.
+    2.2 GB for a 7B Qwen). Default: the weights' dtype."""
+    stop: tuple[str, ...] = ()
+    """Another token that ends a response, besides every model's EOS tokens (tokenizer and
+    generation config): a token id or a string that is one token, e.g. '<|im_end|>' (repeat
+    for several)."""
+    chat_template: bool = False
+    """Wrap each raw question in the base tokenizer's chat template."""
+    drop_finished: Annotated[bool, LIBRARY_ONLY] = True
     """Drop finished rows from the batch and the caches; False keeps them to the end (same
     tokens, slower: for tests and benchmarks)."""
     delta_alignment: bool = False
-    """Record, per step, the cosine between the small and the large pair's logit differences
-    (`delta_cosine`; --delta-alignment): every policy then decodes with the four models of
-    `DELTA_MODELS`, which all consume every emitted token (the tokens do not change)."""
+    """Record per token the cosine between (rast-rl - rast-base) and (rl - base) logits
+    (delta_cosine); needs --base, --rl, --rast-base and --rast-rl, and every policy then
+    decodes with all four (`DELTA_MODELS`; the tokens do not change)."""
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "stop", tuple(self.stop))
         if self.max_new_tokens is not None and self.max_new_tokens < 1:
             raise DivscopeError(f"--max-new-tokens must be >= 1, got {self.max_new_tokens}.")
         if self.batch_size is not None and self.batch_size < 1:

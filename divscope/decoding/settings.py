@@ -1,30 +1,27 @@
-"""The command line's policy, eps and budget strings, parsed into decoder settings.
+"""Policy specs and the run grid's strings, parsed into decoder settings: the one place.
 
-`--policy base,rl,forward` becomes `[Base(), RL(), Forward(eps=...)]` (each policy built by
-`build_policy` with its own parameters), `--eps 0.01,0.05` the thresholds of the sweep and
-`--budgets 0,1,-1` the budgets tuple.
+`Policies("base,rl,forward:eps=0.05")` holds the specs of `--policy` and the default keys of
+the specs that lack them (`--eps`, `--gate-tau`...); `Policies.build` turns them into
+`[Base(), RL(), Forward(eps=0.05)]` (each policy built by `build_policy`) and adds the matched
+controls. `--eps 0.01,0.05` is the default thresholds of a sweep and `--budgets 0,1,-1` the
+budgets tuple.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass, fields
+from itertools import product
+from typing import Annotated, Any
 
 from divscope.decoding.gates import Calibration
-from divscope.decoding.policies import STRATA, Policy, build_policy, flag
-from divscope.defaults import (
-    MAP,
-    MATCH_TOL,
-    RAST_LAM,
-    REPLACE_TEMPERATURE,
-    REPLACE_TOP_P,
-    STRATIFY,
-    TEMPERATURE,
-    TOP_P,
-)
+from divscope.decoding.policies import POLICIES, STRATA, Policy, build_policy, flag
+from divscope.defaults import MAP, MATCH_TOL, RAST_LAM, REPLACE_TEMPERATURE, REPLACE_TOP_P, STRATIFY
 from divscope.errors import DivscopeError
+from divscope.params import Flag
 from divscope.progress import note
+from divscope.scoring.metrics import StatsConfig
 
 CONTROLS: tuple[str, ...] = ("base", "rl")
 """The single-model controls, run at every sampling of the run's policies."""
@@ -139,145 +136,306 @@ def parse_names(text: str) -> list[str]:
     return [name.strip() for name in text.split(",") if name.strip()]
 
 
-def parse_policies(
-    text: str,
-    *,
-    eps: float | Sequence[float] | None = None,
-    rate: float | None = None,
-    alpha: float | None = None,
-    early_share: float | None = None,
-    gate_tau: float | None = None,
-    gate_lam: float | None = None,
-    gate_window: int | None = None,
-    entropy_tau: float | None = None,
-    entropy_lam: float | None = None,
-    entropy_window: int | None = None,
-    rast_lam: float = RAST_LAM,
-    calibration: str | os.PathLike | None = None,
-    override_calibration: bool = False,
-    replace_temperature: float = REPLACE_TEMPERATURE,
-    replace_top_p: float = REPLACE_TOP_P,
-    temperature: float = TEMPERATURE,
-    top_p: float = TOP_P,
-    stratify: str = STRATIFY,
-    match_tol: float = MATCH_TOL,
-    map_kind: str = MAP,
-    map_table: str | None = None,
-) -> list[Policy]:
-    """Parse `--policy`: comma-separated policy names, each built with its own parameters.
+def parse_specs(text: str) -> tuple[str, ...]:
+    """Split `--policy` into policy specs: at each comma, except before a `key=value` that
+    continues the spec before it (`rl-replace:temperature=0.6,top_p=0.95`).
 
-    - `forward` and `reverse` are built once per `eps` (a list: the threshold sweep), per
-      stratum of `stratify` (`parse_strata`; `entropy-matched` with `match_tol`) and per map
-      of `map_kind` and `map_table` (`parse_maps`), in that order.
-    - `gated` takes `gate_*`, `entropy` takes `entropy_*`: each from the `calibration` JSON (of
-      `divscope calibrate`) where not given. A given value that differs from the calibrated
-      one is refused unless `override_calibration`; then it is applied and a note says so.
-    - `rl-replace` and `base-greedy` sample the base model at `replace_temperature` and
-      `replace_top_p`; `rast` steers with `rast_lam`; `early` takes `early_share`.
-    - Controls: a listed `base` / `rl` runs at the run's sampling (`temperature`, `top_p`) and
-      again at every other sampling of the run's policies; `rl-replace` or `base-greedy`
-      brings both controls at its sampling, listed or not. A control at the run's sampling
-      is `Base()` / `RL()`, at another one it carries its temperature and top-p.
-
-    Args:
-        text: the policy names, comma-separated (`--policy`).
-        eps: `forward`/`reverse`: switch where JS > eps (nats); a sequence sweeps it.
-        rate: `random`: per-step switch probability.
-        alpha: `mixture`: probability that the RL model writes a response.
-        early_share: `early`: the share of the base response's length the RL model writes.
-        gate_tau: `gated`: absolute threshold tau.
-        gate_lam: `gated`: relative threshold lambda.
-        gate_window: `gated`: W, previous steps of the recent mean.
-        entropy_tau: `entropy`: absolute threshold tau.
-        entropy_lam: `entropy`: relative threshold lambda.
-        entropy_window: `entropy`: W, previous steps of the recent mean.
-        rast_lam: `rast`: the weight of the small pair's logit difference.
-        calibration: `gated`/`entropy`: the JSON of `divscope calibrate` (tau, lambda, W).
-        override_calibration: apply a gate value that differs from `calibration`'s.
-        replace_temperature: `rl-replace`/`base-greedy` (and their controls): base sampling
-            temperature.
-        replace_top_p: `rl-replace`/`base-greedy` (and their controls): base sampling top-p.
-        temperature: the run's sampling temperature (of the controls at it).
-        top_p: the run's sampling top-p (of the controls at it).
-        stratify: `forward`/`reverse`: strata of divergent positions, comma-separated
-            (`parse_strata`).
-        match_tol: `entropy-matched`: the largest base-entropy difference (nats) to the
-            divergent position matched.
-        map_kind: `forward`/`reverse`: `online`, `retrospective` or both (`parse_maps`).
-        map_table: `retrospective`: token tables of reference trajectories, comma-separated.
-
-    Returns:
-        The policies, in the order of `text`, each control at every sampling of the run.
+    >>> parse_specs("base, rl-replace:temperature=0.6,top_p=0.95,forward:eps=0.01/0.05")
+    ('base', 'rl-replace:temperature=0.6,top_p=0.95', 'forward:eps=0.01/0.05')
 
     Raises:
-        DivscopeError: a policy named twice, an unknown policy, a parameter that a policy
-            needs missing or out of range (see `build_policy`), a flag that would replace a
-            calibrated value without `override_calibration` (naming both values), a bad
-            `--stratify` or `--map`, or either of them without `forward` or `reverse`.
+        DivscopeError: a `key=value` with no policy before it.
+    """
+    specs: list[str] = []
+    for piece in parse_names(text):
+        if "=" in piece and ":" not in piece.split("=", 1)[0]:
+            if not specs:
+                raise DivscopeError(f"--policy {text!r}: {piece!r} follows no policy name.")
+            specs[-1] += "," + piece
+        else:
+            specs.append(piece)
+    return tuple(specs)
 
-    >>> parse_policies("base, forward", eps=(0.05, 0.1))
-    [Base(), Forward(eps=0.05), Forward(eps=0.1)]
-    >>> parse_policies("base,rl-replace")
+
+def parse_spec(spec: str) -> tuple[str, dict[str, tuple[str, ...]]]:
+    """A policy spec's name and its keys, each with its values (a sweep: several).
+
+    >>> parse_spec("forward:eps=0.01/0.05,stratum=tail")
+    ('forward', {'eps': ('0.01', '0.05'), 'stratum': ('tail',)})
+
+    Raises:
+        DivscopeError: a key without `=value`, or a key given twice.
+    """
+    name, _, rest = spec.partition(":")
+    keys: dict[str, tuple[str, ...]] = {}
+    for item in parse_names(rest):
+        key, eq, value = (part.strip() for part in item.partition("="))
+        if not eq or not key or not value:
+            raise DivscopeError(f"policy spec {spec!r}: {item!r} is not key=value.")
+        if key in keys:
+            raise DivscopeError(f"policy spec {spec!r}: the key {key!r} appears twice.")
+        values = (value,) if key in PATH_KEYS else tuple(v.strip() for v in value.split("/"))
+        keys[key] = values
+    return name.strip(), keys
+
+
+PATH_KEYS: tuple[str, ...] = ("map_table", "calibration")
+"""Spec keys whose value is a path: one value (a `/` is the path's own)."""
+_KINDS: dict[str, type] = {"window": int, "stratum": str, "map_table": str, "calibration": str}
+"""The type of a spec key's value where it is not a float."""
+
+
+@dataclass(frozen=True)
+class Policies:
+    """The policies of a cross-sample run: specs, and the keys of the specs that lack them.
+
+    A spec is a policy's name, optionally followed by `:` and comma-separated `key=value`s;
+    `--policy` is a comma-separated list of them::
+
+        SPECS  := SPEC ("," SPEC)*
+        SPEC   := NAME [":" KEY "=" VALUES ("," KEY "=" VALUES)*]
+        VALUES := VALUE ("/" VALUE)*      a sweep: one policy per value (not for paths)
+
+    e.g. `base,rl,forward:eps=0.01/0.05/0.1`, `random:rate=0.02`,
+    `gated:calibration=gates.json`, `rl-replace:temperature=0.6,top_p=0.95`. The keys are the
+    policy's parameters (`build_policy`): `eps`, `stratum` (`none`, `rerank`, `tail`,
+    `entropy-matched`), `match_tol`, `map_table` (a token table: the retrospective map),
+    `rate`, `alpha`, `share`, `tau`, `lam`, `window`, `temperature`, `top_p`, and
+    `calibration` (`gated`, `entropy`: the JSON of `divscope calibrate`). Several swept keys
+    multiply. A key a spec lacks comes from the options below (`--eps`, `--gate-tau`...):
+    they are the default keys of every spec, and the only other place a policy's parameter
+    is read. The run's own sampling is not here: it is `DecodeConfig.sampling` (`--top-p`,
+    `--temperature`); a policy samples elsewhere only by its spec's keys.
+
+    Controls are added by `build`, so the Python API and the command line run the same
+    policies: a listed `base` or `rl` without keys runs at the run's sampling and again at
+    every other sampling of the run's policies; `rl-replace` and `base-greedy` bring both
+    controls at their own sampling, listed or not.
+
+    >>> Policies("base,forward:eps=0.01/0.05").build(StatsConfig())
+    [Base(), Forward(eps=0.01), Forward(eps=0.05)]
+    >>> Policies(("base", "rl-replace")).build(StatsConfig())
     [Base(), Base(temperature=0.6, top_p=0.95), RLReplace(temperature=0.6, top_p=0.95),
      RL(temperature=0.6, top_p=0.95)]
-    >>> parse_policies("forward", eps=0.05, stratify="none,entropy-matched")
-    [Forward(eps=0.05), Forward(eps=0.05, stratum='entropy-matched', match_tol=0.1)]
     """
-    names = parse_names(text)
-    if len(set(names)) != len(names):
-        raise DivscopeError(f"--policy {text!r}: a policy appears twice.")
-    strata, maps = parse_strata(stratify), parse_maps(map_kind, map_table)
-    if (strata, maps) != ((None,), (None,)) and not set(INTERVENTIONS) & set(names):
-        raise DivscopeError(
-            "--stratify and --map apply to forward and reverse; add one of them to --policy."
+
+    policy: Annotated[
+        tuple[str | Policy, ...], Flag("--policy", parse=parse_specs, metavar="SPEC[,SPEC...]")
+    ]
+    """Comma-separated policy specs: NAME[:KEY=VALUE[/VALUE...][,KEY=VALUE...]], names of
+    base, rl, forward, reverse, random, early, rl-replace, base-greedy, gated, entropy,
+    mixture, rast (e.g. base,rl,forward:eps=0.05 for recovery; forward:eps=0.01/0.05 sweeps
+    eps; docs/contracts.md, "Policies of the lockstep decoder"). rl-replace and base-greedy
+    add base and rl controls at their own sampling; a listed base or rl runs at every sampling
+    of the run."""
+    eps: Annotated[tuple[float, ...] | None, Flag(parse=parse_eps, metavar="EPS[,EPS...]")] = None
+    """forward/reverse: switch where JS > eps (nats); a comma-separated list runs them once
+    per eps (e.g. 0.01,0.05,0.1)."""
+    stratify: Annotated[str, Flag(metavar="STRATUM[,STRATUM...]")] = STRATIFY
+    """forward/reverse: switch only at one class of divergent positions, once per stratum, at
+    the same budgets: none (every one), rerank (the intervener's top-1 is within the
+    primary's top-3, `RERANK_TOP_K`), tail (the intervener's sampled token has probability
+    < 0.01 under the primary, `TAIL_P`), entropy-matched (low-divergence positions whose base
+    entropy is within --match-tol of an earlier divergent one's; a divergent position is
+    matched once). Full distributions, T=1."""
+    match_tol: float = MATCH_TOL
+    """entropy-matched: the largest base-entropy difference (nats) to the divergent position
+    matched."""
+    map_kind: Annotated[str, Flag("--map", metavar="online|retrospective")] = MAP
+    """forward/reverse: where divergence is found. online: JS > eps on the mixed prefix;
+    retrospective: at the positions with js > eps of the response's reference trajectory in
+    --map-table (same prompt_id and sample_id, else sample_id mod the prompt's trajectories).
+    online,retrospective runs both."""
+    map_table: Annotated[str | None, Flag(metavar="TOKENS[,TOKENS...]")] = None
+    """--map retrospective: token tables (divscope score) of reference trajectories, e.g. the
+    RL model's responses scored against base, or against a checkpoint (--rl rl-step-30); one
+    setting per table."""
+    rate: float | None = None
+    """random: per-step switch probability."""
+    alpha: float | None = None
+    """mixture: probability that the RL model writes a response."""
+    early_share: float | None = None
+    """early: the RL model writes the first ceil(share x n) tokens, n the length of the same
+    prompt and sample's base response (instead of --budgets)."""
+    calibration: str | os.PathLike | None = None
+    """gated/entropy: tau, lambda and W from `divscope calibrate`."""
+    gate_tau: float | None = None
+    """gated: absolute threshold tau."""
+    gate_lam: float | None = None
+    """gated: relative threshold lambda."""
+    gate_window: int | None = None
+    """gated: W, previous steps of the recent mean (default 16)."""
+    entropy_tau: float | None = None
+    """entropy: absolute threshold tau."""
+    entropy_lam: float | None = None
+    """entropy: relative threshold lambda."""
+    entropy_window: int | None = None
+    """entropy: W, previous steps of the recent mean (default 16)."""
+    override_calibration: bool = False
+    """Apply a tau, lambda or W (--gate-*, --entropy-* or a spec key) that differs from the
+    calibration's (refused otherwise)."""
+    rast_lam: float = RAST_LAM
+    """rast: the weight of the small pair's logit difference."""
+    replace_temperature: float = REPLACE_TEMPERATURE
+    """rl-replace/base-greedy (and their controls): base sampling temperature."""
+    replace_top_p: float = REPLACE_TOP_P
+    """rl-replace/base-greedy (and their controls): base sampling top-p."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.policy, str | Policy):
+            object.__setattr__(self, "policy", (self.policy,))
+        specs = [s for p in self.policy for s in (parse_specs(p) if isinstance(p, str) else (p,))]
+        object.__setattr__(self, "policy", tuple(specs))
+        if isinstance(self.eps, int | float):
+            object.__setattr__(self, "eps", (float(self.eps),))
+
+    @classmethod
+    def of(cls, policies: Policies | str | Policy | Sequence[str | Policy]) -> Policies:
+        """`policies` as this class: a group as it is; specs (or policies) with the defaults."""
+        if isinstance(policies, cls):
+            return policies
+        return cls(policies if isinstance(policies, str | Policy) else tuple(policies))
+
+    def build(self, run: StatsConfig) -> list[Policy]:
+        """The policies, in the order of the specs, each control at every sampling of the run.
+
+        Args:
+            run: the run's sampling (`DecodeConfig.sampling`): where a control without its
+                own sampling runs.
+
+        Raises:
+            DivscopeError: an unknown policy or key, a policy given twice, a parameter that
+                a policy needs missing or out of range (see `build_policy`), a value that
+                would replace a calibrated one without `override_calibration` (naming both
+                values), a bad `--stratify` or `--map`, or either of them without `forward`
+                or `reverse`.
+        """
+        text = ",".join(p if isinstance(p, str) else repr(p) for p in self.policy)
+        if len(set(self.policy)) != len(self.policy):
+            raise DivscopeError(f"--policy {text!r}: a policy appears twice.")
+        specs = [parse_spec(p) if isinstance(p, str) else p for p in self.policy]
+        names = [s[0] if isinstance(s, tuple) else s.name for s in specs]
+        strata, maps = parse_strata(self.stratify), parse_maps(self.map_kind, self.map_table)
+        if (strata, maps) != ((None,), (None,)) and not set(INTERVENTIONS) & set(names):
+            raise DivscopeError(
+                "--stratify and --map apply to forward and reverse; add one of them to --policy."
+            )
+        sampling = (run.temperature, run.top_p)
+        built: list[tuple[Policy, bool]] = []  # (policy, a control at every sampling)
+        for spec in specs:
+            if not isinstance(spec, tuple):
+                every = spec.name in CONTROLS and not spec.params()
+                built.append((spec, every))
+                continue
+            name, keys = spec
+            if name in CONTROLS and not keys:
+                built.append((build_policy(name), True))
+                continue
+            built += [(p, False) for p in self._build(name, keys, strata, maps, sampling)]
+        samplings = [sampling] + [_sampling(p, sampling) for p, every in built if not every]
+        policies: list[Policy] = []
+        for policy, every in built:
+            if every:
+                policies += [_control(policy.name, s, sampling) for s in dict.fromkeys(samplings)]
+            else:
+                policies.append(policy)
+        own = [_sampling(p, sampling) for p, _ in built if p.name in OWN_SAMPLING]
+        for at in dict.fromkeys(own):
+            controls = [_control(c, at, sampling) for c in CONTROLS]
+            policies += [p for p in controls if p not in policies]
+        repeated = [p for i, p in enumerate(policies) if p in policies[:i]]
+        if repeated:
+            raise DivscopeError(f"--policy {text!r}: {repeated[0]!r} appears twice.")
+        return policies
+
+    def _build(
+        self,
+        name: str,
+        keys: dict[str, tuple[str, ...]],
+        strata: tuple[str | None, ...],
+        maps: tuple[str | None, ...],
+        sampling: tuple[float, float],
+    ) -> list[Policy]:
+        """The policies of one spec: its keys over the defaults, one per swept value."""
+        if name not in POLICIES:
+            raise DivscopeError(f"unknown policy {name!r}; known policies: {', '.join(POLICIES)}.")
+        known = {f.name for f in fields(POLICIES[name])} | (
+            {"calibration"} if name in GATES else set()
         )
-    thresholds = (eps,) if eps is None or isinstance(eps, int | float) else tuple(eps)
-    given = {
-        "gated": {"tau": gate_tau, "lam": gate_lam, "window": gate_window},
-        "entropy": {"tau": entropy_tau, "lam": entropy_lam, "window": entropy_window},
-    }
-    calibrated = Calibration.from_json(calibration) if calibration is not None else None
-    shared: dict[str, Any] = {"rate": rate, "alpha": alpha, "share": early_share}
-    own = {"temperature": replace_temperature, "top_p": replace_top_p}
-    built: dict[str, list[Policy]] = {}
-    for name in names:
+        unknown = [key for key in keys if key not in known]
+        if unknown:
+            raise DivscopeError(
+                f"policy {name!r}: unknown key {unknown[0]!r}; its keys: "
+                f"{', '.join(sorted(known)) or 'none'}."
+            )
+        values = {key: tuple(_value(name, key, v) for v in vs) for key, vs in keys.items()}
         if name in CONTROLS:
-            continue  # built below, once the samplings of the run are known
-        if name in INTERVENTIONS:
-            built[name] = [
-                build_policy(
+            return [
+                _control(
                     name,
-                    eps=e,
-                    stratum=stratum,
-                    map_table=table,
-                    match_tol=match_tol if stratum == "entropy-matched" else None,
+                    (given.get("temperature", sampling[0]), given.get("top_p", sampling[1])),
+                    sampling,
                 )  # fmt: skip
-                for e in thresholds
-                for stratum in strata
-                for table in maps
+                for given in _product(values)
             ]
-            continue
-        params = dict(shared)
-        if name in given:
-            params |= _gate(name, given[name], calibrated, calibration, override_calibration)
-        if name in OWN_SAMPLING:
-            params |= own
-        if name == "rast":
-            params["lam"] = rast_lam
-        built[name] = [build_policy(name, **params)]
-    run = (temperature, top_p)
-    samplings = [run] + [_sampling(p, run) for ps in built.values() for p in ps]
-    for name in names:
-        if name in CONTROLS:
-            built[name] = [_control(name, sampling, run) for sampling in dict.fromkeys(samplings)]
-    policies = [p for name in names for p in built[name]]
-    if any(name in built for name in OWN_SAMPLING):
-        own_controls = [_control(c, (replace_temperature, replace_top_p), run) for c in CONTROLS]
-        policies += [p for p in own_controls if p not in policies]
-    repeated = [p for i, p in enumerate(policies) if p in policies[:i]]
-    if repeated:
-        raise DivscopeError(f"--policy {text!r}: {repeated[0]!r} appears twice.")
-    return policies
+        if name in INTERVENTIONS:
+            defaults = {
+                "eps": self.eps or (None,),
+                "stratum": strata,
+                "map_table": maps,
+            }
+            swept = defaults | values
+            found = []
+            for given in _product(swept):
+                if given["stratum"] == "entropy-matched":
+                    given.setdefault("match_tol", self.match_tol)
+                found.append(build_policy(name, **given))
+            return found
+        found = []
+        for given in _product(values):
+            params: dict[str, Any] = {"rate": self.rate, "alpha": self.alpha,
+                                      "share": self.early_share}  # fmt: skip
+            if name in GATES:
+                source = given.pop("calibration", self.calibration)
+                option = GATES[name]
+                flags = {key: getattr(self, f"{option}_{key}") for key in ("tau", "lam", "window")}
+                gate = flags | {k: given.pop(k) for k in list(given) if k in flags}
+                calibrated = Calibration.from_json(source) if source is not None else None
+                params |= _gate(name, gate, calibrated, source, self.override_calibration)
+            if name in OWN_SAMPLING:
+                params |= {"temperature": self.replace_temperature, "top_p": self.replace_top_p}
+            if name == "rast":
+                params["lam"] = self.rast_lam
+            found.append(build_policy(name, **(params | given)))
+        return found
+
+
+GATES: dict[str, str] = {"gated": "gate", "entropy": "entropy"}
+"""The policies whose thresholds `divscope calibrate` calibrates (`calibration`), and the
+prefix of their options (`--gate-tau`)."""
+
+
+def _value(name: str, key: str, text: str) -> Any:
+    """A spec value as its key's type (`none` as the stratum None)."""
+    kind = _KINDS.get(key, float)
+    if key == "stratum":
+        if text not in STRATA:
+            raise DivscopeError(
+                f"policy {name!r}: stratum {text!r} is unknown; known: {', '.join(STRATA)}."
+            )
+        return None if text == "none" else text
+    try:
+        return kind(text)
+    except ValueError as error:
+        raise DivscopeError(
+            f"policy {name!r}: {key}={text!r} is not {'an integer' if kind is int else 'a number'}."
+        ) from error
+
+
+def _product(values: dict[str, tuple[Any, ...]]) -> list[dict[str, Any]]:
+    """Every combination of the swept values, the first key varying slowest."""
+    combinations = product(*values.values())
+    return [dict(zip(values, combination, strict=True)) for combination in combinations]
 
 
 def _gate(

@@ -88,12 +88,9 @@ def score(
     from divscope import __version__
     from divscope.distributed import current_world
     from divscope.io import attach_token_ids, read_trajectories, scan_token_table
-    from divscope.models.loading import describe_model, load_models
-    from divscope.models.placement import describe_placement
-    from divscope.models.tokenizers import load_tokenizer
+    from divscope.models.pair import open_pair
     from divscope.output import Parts, check_output, frame_digest, share_note
     from divscope.scoring.engine import planned, score_trajectories
-    from divscope.vocab import check_tokenizers
 
     out = PartedOutput.of(out)
     base, rl, placement = models.base, models.rl, models.placement
@@ -103,11 +100,9 @@ def score(
     check_output(out.path, world)
     # Cheap checks first: a bad file or an existing output should not wait for model loading.
     frame = read_trajectories(trajectories)
-    tokenizer = load_tokenizer(base)
-    compatibility = check_tokenizers(
-        {"base": tokenizer, "rl": load_tokenizer(rl)},
-        allow_mismatch=models.allow_tokenizer_mismatch,
-    )
+    pair = open_pair(models, world)
+    tokenizer, compatibility = pair.tokenizer, pair.compatibility
+    assert compatibility is not None  # two models
     frame = attach_token_ids(frame, tokenizer)
     units = score_units(
         (frame["response_ids"].list.len() + frame["prompt_ids"].list.len()).to_list(),
@@ -143,28 +138,17 @@ def score(
     fallback_rows = scored = 0
     start = time.perf_counter()
     if todo:
-        own = {"base": world.device(placement.base_device),
-               "rl": world.device(placement.rl_device)}  # fmt: skip
-        loaded = load_models({"base": base, "rl": rl}, dtype=placement.dtype,
-                             device=world.device(placement.device),
-                             device_map=placement.device_map, devices=own)  # fmt: skip
+        loaded = pair.load()
         config = planned(config, frame, loaded["base"], loaded["rl"], compatibility.vocab,
                          progress=progress)  # fmt: skip
         metadata = {
             **settings,
-            "models": {
-                name: describe_model(model, path)
-                for (name, model), path in zip(loaded.items(), (base, rl), strict=True)
-            },
+            "models": pair.describe(loaded),
             "trajectories": str(Path(trajectories)),
             "tokenizers": compatibility.metadata(),
             "batch_tokens": config.batch_tokens,  # as planned (`--max-memory`) or given
             "chunk_rows": config.chunk_rows,
-            "device": describe_placement(
-                placement.device,
-                placement.device_map,
-                {"base": placement.base_device, "rl": placement.rl_device},
-            ),
+            "device": pair.placement(),
             "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
         start = time.perf_counter()

@@ -287,3 +287,27 @@ def test_strata_and_a_retrospective_map_end_to_end(tmp_path, tiny_pair, prompts)
     )  # fmt: skip
     assert result.exit_code == 2, result.output
     assert f"--map-table {partial}: no trajectory of prompt_id 'p2'" in result.output
+
+
+def test_the_python_api_runs_the_controls_that_the_command_line_runs(tmp_path, tiny_pair, prompts):
+    """`[RLReplace()]` in Python and `--policy rl-replace` on the command line: the library
+    adds the base and rl controls at rl-replace's sampling in both, so the rows are equal."""
+    import divscope
+    from divscope.decoding import DecodeConfig
+    from divscope.decoding.cross_sample import Grid
+    from divscope.decoding.policies import RLReplace
+    from divscope.params import ModelPair
+
+    base, rl = tiny_pair
+    cli = tmp_path / "cli.parquet"
+    result = _run(
+        "cross-sample", prompts, "--base", base, "--rl", rl, "--policy", "rl-replace",
+        "--n", 2, "--max-new-tokens", 8, "--seed", 1, "--batch-size", 4, "--out", cli,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    api = divscope.cross_sample(
+        prompts, ModelPair(str(base), str(rl)), [RLReplace()], tmp_path / "api.parquet",
+        DecodeConfig(max_new_tokens=8, seed=1, batch_size=4), Grid(n=2), progress=False,
+    )  # fmt: skip
+    assert sorted(api["policy"].unique()) == ["base", "rl", "rl-replace"]
+    assert api.equals(read_cross_sample(cli))

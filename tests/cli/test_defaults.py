@@ -16,7 +16,7 @@ from typer.main import get_command
 
 import divscope
 from divscope.cli import app
-from divscope.decoding.settings import parse_budgets, parse_policies
+from divscope.decoding.settings import parse_budgets
 from divscope.lab.family import build
 
 # command -> the library callables its options go to, in the order a name is looked up.
@@ -24,8 +24,6 @@ LIBRARY: dict[str, list[Callable[..., Any]]] = {
     "score": [divscope.score],
     "generate": [divscope.generate],
     "grade": [divscope.grade],
-    "cross-sample": [parse_policies, divscope.cross_sample],
-    "calibrate": [divscope.calibrate],
     "weights": [divscope.weights],
     "quickstart": [divscope.quickstart],
     "lab build": [build],

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import divscope
+from divscope.decoding.cross_sample import Grid
 from divscope.decoding.policies import Base, Forward
 from divscope.io import read_cross_sample, read_table, read_token_table
 from divscope.models.threads import torch_threads
@@ -163,24 +164,28 @@ def test_torchrun_cross_samples_and_generates_as_one_process(tmp_path):
 def test_a_killed_cross_sample_resumes_to_the_same_results(tmp_path):
     prompts = _prompts(tmp_path, n=24)
     config = divscope.DecodeConfig(max_new_tokens=24, seed=1)
-    kwargs = dict(base=str(LAB / "base"), rl=str(LAB / "rl"), n=2, config=config,
-                  policies=[Base(), Forward(eps=0.05)], budgets=(1,), grader="lab",
-                  part_rows=8, progress=False)  # fmt: skip
-    reference = divscope.cross_sample(prompts, out=tmp_path / "ref.jsonl", **kwargs)
+    lab = ModelPair(str(LAB / "base"), str(LAB / "rl"))
+    kwargs = dict(config=config, grid=Grid(budgets=(1,), n=2, grader="lab"), part_rows=8,
+                  progress=False)  # fmt: skip
+    policies = [Base(), Forward(eps=0.05)]
+    reference = divscope.cross_sample(prompts, lab, policies, tmp_path / "ref.jsonl", **kwargs)
     out = tmp_path / "xs"
     # `part_rows` is not a flag (the CLI's parts hold 64 responses): the killed run is a script.
     script = (
         "import divscope, sys\n"
+        "from divscope.decoding.cross_sample import Grid\n"
         "from divscope.decoding.policies import Base, Forward\n"
-        f"divscope.cross_sample({str(prompts)!r}, out={str(out)!r}, base={str(LAB / 'base')!r}, "
-        f"rl={str(LAB / 'rl')!r}, n=2, config=divscope.DecodeConfig(max_new_tokens=24, seed=1), "
-        "policies=[Base(), Forward(eps=0.05)], budgets=(1,), grader='lab', part_rows=8, "
-        "progress=False, resume=True)\n"
+        "from divscope.params import ModelPair, PartedOutput\n"
+        f"divscope.cross_sample({str(prompts)!r}, ModelPair({str(LAB / 'base')!r}, "
+        f"{str(LAB / 'rl')!r}), [Base(), Forward(eps=0.05)], PartedOutput({str(out)!r}, "
+        "resume=True), divscope.DecodeConfig(max_new_tokens=24, seed=1), "
+        "Grid(budgets=(1,), n=2, grader='lab'), part_rows=8, progress=False)\n"
     )
     process = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True)
     _kill_when(process, lambda: _parts(out) >= 2)
     assert 2 <= _parts(out) < 12  # 6 chunks of 4 prompts x 2 settings
-    results = divscope.cross_sample(prompts, out=out, resume=True, **kwargs)
+    results = divscope.cross_sample(prompts, lab, policies, PartedOutput(out, resume=True),
+                                    **kwargs)  # fmt: skip
     assert results.equals(reference)
     assert json.loads((out / MANIFEST).read_text())["parts"] == 12
     assert read_cross_sample(out).equals(reference)

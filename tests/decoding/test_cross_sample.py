@@ -61,13 +61,16 @@ def test_curve_text_names_the_setting_only_when_a_policy_has_several(forward_eps
 def test_stop_tokens_are_never_suppressed():
     """A special token that only one tokenizer defines is never emitted, unless it is a stop
     token (an RL twin's own `<|im_end|>` must still end its responses)."""
-    from divscope.decoding.cross_sample import Loaded
+    from divscope.decoding.inputs import Loaded
+    from divscope.models.pair import Pair
+    from divscope.params import ModelPair
     from divscope.vocab import Compatibility
 
     compatibility = Compatibility(
         ("base", "rl"), (50, 50), 50, suppressed=(45, 46), special=(), ordinary=()
     )
-    loaded = Loaded(None, [], {}, stop=[2, 46], compatibility=compatibility, vocab=50)
+    pair = Pair(ModelPair("base", "rl"), {}, {}, compatibility)
+    loaded = Loaded(pair, [], {}, stop=[2, 46])
     assert loaded.suppressed == (45,)
 
 
@@ -79,15 +82,16 @@ def prompts(tiny_prompts):
     return tiny_prompts
 
 
-def _cross_sample(prompts, tiny_pair, out, policies, **kwargs):
+def _cross_sample(prompts, tiny_pair, out, policies, resume=False, **grid):
     from divscope.decoding import DecodeConfig
-    from divscope.decoding.cross_sample import cross_sample
+    from divscope.decoding.cross_sample import Grid, cross_sample
+    from divscope.params import ModelPair, PartedOutput
 
     base, rl = tiny_pair
-    kwargs = {"n": 2, "budgets": (-1,), **kwargs}
     return cross_sample(
-        prompts, base=str(base), rl=str(rl), policies=policies, out=out, progress=False,
-        config=DecodeConfig(max_new_tokens=10, batch_size=4), **kwargs,
+        prompts, ModelPair(str(base), str(rl)), policies, PartedOutput(out, resume=resume),
+        DecodeConfig(max_new_tokens=10, batch_size=4),
+        Grid(**{"n": 2, "budgets": (-1,), **grid}), progress=False,
     )  # fmt: skip
 
 
@@ -97,10 +101,9 @@ def _by_key(frame: pl.DataFrame) -> dict[tuple[str, int], dict]:
 
 @pytest.mark.usefixtures("one_thread")
 def test_rl_replace_brings_its_controls_at_its_own_sampling(tmp_path, prompts, tiny_pair):
-    from divscope.decoding.settings import parse_policies
-
-    policies = parse_policies("base,rl-replace,base-greedy")
-    results = _cross_sample(prompts, tiny_pair, tmp_path / "r.parquet", policies)
+    results = _cross_sample(
+        prompts, tiny_pair, tmp_path / "r.parquet", "base,rl-replace,base-greedy"
+    )
     settings = results.group_by("policy", "temperature", "top_p").len().sort(pl.all())
     assert settings.rows() == [
         ("base", 0.6, 0.95, 6), ("base", 1.0, 0.7, 6), ("base-greedy", 0.6, 0.95, 6),
@@ -137,8 +140,10 @@ def test_forced_prefix_opens_the_response_and_decoding_continues_after_it(
     tmp_path, prompts, tiny_pair
 ):
     from divscope.decoding import DecodeConfig, Request, decode
-    from divscope.decoding.cross_sample import load
+    from divscope.decoding.inputs import load
     from divscope.decoding.policies import Base, Forward
+    from divscope.models.pair import open_pair
+    from divscope.params import ModelPair, Placement
     from divscope.prompts import read_prompts
 
     policies = [Base(), Forward(eps=0.1)]
@@ -150,8 +155,8 @@ def test_forced_prefix_opens_the_response_and_decoding_continues_after_it(
 
     base, rl = tiny_pair
     frame = read_prompts(prompts)
-    loaded = load(frame, "prompts", {"base": str(base), "rl": str(rl)}, dtype="float32",
-                  device="cpu", device_map=None, force_prefix="w7 w8")  # fmt: skip
+    pair = open_pair(ModelPair(str(base), str(rl), Placement(dtype="float32", device="cpu")))
+    loaded = load(frame, "prompts", pair, force_prefix="w7 w8")
     assert loaded.prefix_ids == (11, 12)  # w7, w8 after the four specials
     requests = [
         Request(key, sample, (*ids, 11, 12))

@@ -1,5 +1,6 @@
-"""The --policy, --eps and --budgets strings: per-policy parameters, calibrated values and the
-refusal to override them silently, the eps sweep, and the controls run at every sampling."""
+"""Policy specs, the --eps and --budgets strings: per-policy parameters (spec keys, or the
+options that are their defaults), calibrated values and the refusal to override them silently,
+the sweeps, and the controls run at every sampling."""
 
 from __future__ import annotations
 
@@ -18,10 +19,24 @@ from divscope.decoding.policies import (
     Reverse,
     RLReplace,
 )
-from divscope.decoding.settings import parse_budgets, parse_eps, parse_names, parse_policies
+from divscope.decoding.settings import (
+    Policies,
+    parse_budgets,
+    parse_eps,
+    parse_names,
+    parse_spec,
+    parse_specs,
+)
+from divscope.defaults import TEMPERATURE, TOP_P
 from divscope.errors import DivscopeError
+from divscope.scoring.metrics import StatsConfig
 
 REPLACED = {"temperature": 0.6, "top_p": 0.95}
+
+
+def _policies(text, *, temperature=TEMPERATURE, top_p=TOP_P, **defaults):
+    """The policies of `--policy text` with the options `defaults`, at the run's sampling."""
+    return Policies(text, **defaults).build(StatsConfig(top_p=top_p, temperature=temperature))
 
 
 @pytest.fixture
@@ -66,7 +81,7 @@ def test_parse_names():
 
 
 def test_each_policy_takes_its_own_flags():
-    policies = parse_policies(
+    policies = _policies(
         "gated,entropy,rast,early,forward,reverse",
         eps=(0.01, 0.1), early_share=0.25, rast_lam=2.0,
         gate_tau=1.0, gate_lam=1.5, gate_window=4,
@@ -85,13 +100,13 @@ def test_each_policy_takes_its_own_flags():
 
 
 def test_one_eps_and_the_defaults():
-    policies = parse_policies("forward,rast,early,entropy", eps=0.05, entropy_tau=1.0,
+    policies = _policies("forward,rast,early,entropy", eps=0.05, entropy_tau=1.0,
                               entropy_lam=2.0)  # fmt: skip
     assert policies == [Forward(eps=0.05), Rast(lam=1.0), Early(), EntropyGated(1.0, 2.0, 16)]
 
 
 def test_calibrated_values_fill_what_is_not_given(calibration):
-    policies = parse_policies(" base, rl-replace,gated,entropy ", calibration=calibration,
+    policies = _policies(" base, rl-replace,gated,entropy ", calibration=calibration,
                               replace_top_p=0.9)  # fmt: skip
     assert policies == [
         Base(),
@@ -113,12 +128,12 @@ def test_calibrated_values_fill_what_is_not_given(calibration):
 )
 def test_a_flag_that_replaces_a_calibrated_value_is_refused(calibration, flags, message):
     with pytest.raises(DivscopeError, match=message) as error:
-        parse_policies("gated,entropy", calibration=calibration, **flags)
+        _policies("gated,entropy", calibration=calibration, **flags)
     assert "--override-calibration" in str(error.value)
 
 
 def test_override_calibration_applies_the_flag_with_a_note(calibration, capsys):
-    policies = parse_policies(
+    policies = _policies(
         "gated,entropy", calibration=calibration, gate_lam=1.0, override_calibration=True
     )
     assert policies == [Gated(tau=2.0, lam=1.0, window=8), EntropyGated(0.5, 3.0, 8)]
@@ -130,11 +145,11 @@ def test_override_calibration_applies_the_flag_with_a_note(calibration, capsys):
 
 
 def test_a_flag_equal_to_the_calibrated_value_replaces_nothing(calibration):
-    assert parse_policies("gated", calibration=calibration, gate_tau=2.0) == [Gated(2.0, 1.5, 8)]
+    assert _policies("gated", calibration=calibration, gate_tau=2.0) == [Gated(2.0, 1.5, 8)]
 
 
 def test_a_flag_of_a_policy_that_is_not_calibrated_is_not_refused(calibration):
-    assert parse_policies("rast", calibration=calibration, rast_lam=3.0) == [Rast(lam=3.0)]
+    assert _policies("rast", calibration=calibration, rast_lam=3.0) == [Rast(lam=3.0)]
 
 
 @pytest.mark.parametrize(
@@ -156,7 +171,7 @@ def test_a_flag_of_a_policy_that_is_not_calibrated_is_not_refused(calibration):
     ],
 )  # fmt: skip
 def test_controls_run_at_every_sampling_of_the_run(text, kwargs, expected):
-    assert parse_policies(text, **kwargs) == expected
+    assert _policies(text, **kwargs) == expected
 
 
 @pytest.mark.parametrize(
@@ -174,11 +189,11 @@ def test_controls_run_at_every_sampling_of_the_run(text, kwargs, expected):
 )  # fmt: skip
 def test_parse_policies_errors(text, kwargs, message):
     with pytest.raises(DivscopeError, match=message):
-        parse_policies(text, **kwargs)
+        _policies(text, **kwargs)
 
 
 def test_stratify_and_maps_multiply_forward_and_reverse():
-    policies = parse_policies(
+    policies = _policies(
         "base,forward,reverse", eps=(0.05, 0.1), stratify="none,tail,entropy-matched",
         match_tol=0.2, map_kind="online,retrospective", map_table="t1.parquet,t2.parquet",
     )  # fmt: skip
@@ -211,9 +226,71 @@ def test_stratify_and_maps_multiply_forward_and_reverse():
 )
 def test_stratify_and_map_errors(kwargs, message):
     with pytest.raises(DivscopeError, match=message):
-        parse_policies("forward", eps=0.1, **kwargs)
+        _policies("forward", eps=0.1, **kwargs)
 
 
 def test_stratify_needs_forward_or_reverse():
     with pytest.raises(DivscopeError, match="apply to forward and reverse"):
-        parse_policies("base,rl", stratify="tail")
+        _policies("base,rl", stratify="tail")
+
+
+def test_specs_split_at_commas_that_start_a_policy():
+    assert parse_specs("base,rl-replace:temperature=0.7,top_p=0.9, forward:eps=0.1/0.2") == (
+        "base", "rl-replace:temperature=0.7,top_p=0.9", "forward:eps=0.1/0.2",
+    )  # fmt: skip
+    assert parse_spec("forward:map_table=runs/rl.parquet,stratum=none/tail") == (
+        "forward", {"map_table": ("runs/rl.parquet",), "stratum": ("none", "tail")},
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "text,kwargs,expected",
+    [
+        ("forward:eps=0.01/0.1", {"eps": 0.5}, [Forward(eps=0.01), Forward(eps=0.1)]),
+        ("forward:eps=0.1,stratum=tail", {}, [Forward(eps=0.1, stratum="tail")]),
+        ("forward:eps=0.1,stratum=entropy-matched", {"match_tol": 0.3},
+         [Forward(eps=0.1, stratum="entropy-matched", match_tol=0.3)]),
+        ("reverse:eps=0.1,map_table=a/t.parquet", {}, [Reverse(eps=0.1, map_table="a/t.parquet")]),
+        ("gated:tau=1.0,lam=2.0,window=4", {}, [Gated(1.0, 2.0, 4)]),
+        ("rast:lam=0.5", {"rast_lam": 2.0}, [Rast(lam=0.5)]),
+        ("early:share=0.25", {}, [Early(share=0.25)]),
+        # a spec's own sampling brings its controls at it; a listed base runs at both
+        ("base,rl-replace:temperature=0.7,top_p=0.9", {},
+         [Base(), Base(temperature=0.7, top_p=0.9), RLReplace(temperature=0.7, top_p=0.9),
+          RL(temperature=0.7, top_p=0.9)]),
+        ("base:temperature=0.6", {}, [Base(temperature=0.6, top_p=0.7)]),
+        # the keys of a spec are the options' only other home: the same policies
+        ("forward:eps=0.05,random:rate=0.1", {}, _policies("forward,random", eps=0.05, rate=0.1)),
+    ],
+)  # fmt: skip
+def test_spec_keys_over_the_options(text, kwargs, expected):
+    assert _policies(text, **kwargs) == expected
+
+
+def test_spec_calibration(calibration):
+    assert _policies(f"gated:calibration={calibration}") == [Gated(2.0, 1.5, 8)]
+    with pytest.raises(DivscopeError, match="--gate-lam 1.0 replaces the value 1.5"):
+        _policies(f"gated:calibration={calibration},lam=1.0")
+
+
+def test_policy_objects_get_their_controls_too():
+    assert Policies((RLReplace(), Forward(eps=0.1))).build(StatsConfig()) == _policies(
+        "rl-replace,forward:eps=0.1"
+    )
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("forward:eps", "'eps' is not key=value"),
+        ("forward:eps=0.1,eps=0.2", "the key 'eps' appears twice"),
+        ("forward:epsilon=0.1", "unknown key 'epsilon'"),
+        ("forward:eps=x", "eps='x' is not a number"),
+        ("forward:eps=0.1,stratum=tails", "stratum 'tails' is unknown"),
+        ("eps=0.1", "follows no policy name"),
+        ("nope:eps=0.1", "unknown policy 'nope'"),
+    ],
+)
+def test_spec_errors(text, message):
+    with pytest.raises(DivscopeError, match=message):
+        _policies(text)

@@ -16,11 +16,12 @@ from typer.testing import CliRunner
 
 from divscope.cli import app
 from divscope.decoding import DecodeConfig, Stream, build_policy, uniforms
-from divscope.decoding.cross_sample import cross_sample
+from divscope.decoding.cross_sample import CrossSampleModels, Grid, cross_sample
 from divscope.decoding.policies import POLICIES, Base, Forward, StepView
 from divscope.decoding.randomness import inverse_cdf
 from divscope.defaults import REPLACE_TEMPERATURE, REPLACE_TOP_P
 from divscope.errors import DivscopeError
+from divscope.params import ModelPair
 from divscope.schema import CROSS_SAMPLE
 from divscope.scoring.metrics import StatsConfig, truncate
 from tests.decoding.helpers import VOCAB, tiny_decode, tiny_requests
@@ -215,16 +216,17 @@ def _prompts(path, benchmark: bool):
 def test_cross_sample_writes_the_switch_records(tmp_path, tiny_pair, rast_pair):
     base, rl = tiny_pair
     config = DecodeConfig(SAMPLING, max_new_tokens=12, batch_size=4, seed=2)
-    common = {"base": str(base), "rl": str(rl), "n": 2, "progress": False}
+    common = {"grid": Grid(n=2), "progress": False}
     policies = [Base(), Forward(eps=0.1)]
+    four = CrossSampleModels(str(base), str(rl), rast_base=str(rast_pair[0]),
+                             rast_rl=str(rast_pair[1]))  # fmt: skip
     aligned = cross_sample(
-        _prompts(tmp_path / "bench.jsonl", True), policies=policies, out=tmp_path / "a.parquet",
-        config=DecodeConfig(**{**config.__dict__, "delta_alignment": True}),
-        rast_base=str(rast_pair[0]), rast_rl=str(rast_pair[1]), **common,
+        _prompts(tmp_path / "bench.jsonl", True), four, policies, tmp_path / "a.parquet",
+        DecodeConfig(**{**config.__dict__, "delta_alignment": True}), **common,
     )  # fmt: skip
     plain = cross_sample(
-        _prompts(tmp_path / "plain.jsonl", False), policies=policies, out=tmp_path / "p.parquet",
-        config=config, **common,
+        _prompts(tmp_path / "plain.jsonl", False), ModelPair(str(base), str(rl)), policies,
+        tmp_path / "p.parquet", config, **common,
     )  # fmt: skip
     assert list(aligned.columns[: len(CROSS_SAMPLE)]) == list(CROSS_SAMPLE)
     assert aligned.schema["delta_cosine"] == pl.List(pl.Float32())
@@ -252,8 +254,8 @@ def test_delta_alignment_names_the_missing_model_flag(tmp_path, tiny_pair):
     prompts = _prompts(tmp_path / "prompts.jsonl", False)
     with pytest.raises(DivscopeError, match=r"--delta-alignment \(all four models\) needs --rast"):
         cross_sample(
-            prompts, base=str(base), rl=str(rl), policies=[Base()], out=tmp_path / "r.parquet",
-            config=DecodeConfig(delta_alignment=True), progress=False,
+            prompts, ModelPair(str(base), str(rl)), [Base()], tmp_path / "r.parquet",
+            DecodeConfig(delta_alignment=True), progress=False,
         )  # fmt: skip
     result = CliRunner().invoke(app, [
         "cross-sample", str(prompts), "--base", str(base), "--rl", str(rl), "--policy", "base",

@@ -1,0 +1,116 @@
+"""The one loader of every command's models: a `ModelPair` (and any other model a command
+names) in, its checked tokenizers, its loaded models and their description out.
+
+It loads in two steps, because a command checks its cheap inputs before any model loads and
+may find nothing left to do (a resumed run): `open_pair` loads the tokenizers and checks that
+their ordinary vocabularies agree (`vocab.check_tokenizers`); `Pair.load` loads the models
+where the placement and the process's world put them. `Pair.describe` and `Pair.placement`
+are the output metadata's `models` and `device`.
+
+A command's models are the fields of its model group that `names` lists: `base` and `rl` of a
+`ModelPair`, and for `cross-sample` also `rast_base` and `rast_rl` of its
+`decoding.cross_sample.CrossSampleModels` (a `ModelPair` with the small pair of `rast`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from divscope.distributed import World
+from divscope.errors import DivscopeError
+from divscope.params import ModelPair
+from divscope.vocab import Compatibility
+
+
+@dataclass(frozen=True)
+class Pair:
+    """The models of a run before they load: their paths and their checked tokenizers."""
+
+    models: ModelPair
+    """The model group the paths come from, with its placement."""
+    paths: dict[str, str]
+    """Model name -> local directory or hub id, in the order they load; the first one's
+    tokenizer is the run's."""
+    tokenizers: dict[str, Any]
+    """Each model's tokenizer, by name."""
+    compatibility: Compatibility | None
+    """What the tokenizers share; None for a single model."""
+    world: World = field(default_factory=World)
+    """The processes of the run: which device each model goes to (`World.device`)."""
+
+    @property
+    def tokenizer(self) -> Any:
+        """The first model's tokenizer: it tokenizes the inputs and decodes the outputs."""
+        return next(iter(self.tokenizers.values()))
+
+    @property
+    def vocab(self) -> int:
+        """The ids every tokenizer holds: `compatibility.vocab`, or the one tokenizer's size."""
+        return self.compatibility.vocab if self.compatibility else len(self.tokenizer)
+
+    def load(self) -> dict[str, Any]:
+        """The models, by name, in one dtype, on the devices of the placement and the world.
+
+        Raises:
+            DivscopeError: a model that cannot be loaded, or a bad device (naming its flag).
+        """
+        from divscope.models.loading import load_models
+
+        placement, world = self.models.placement, self.world
+        own = {"base": world.device(placement.base_device),
+               "rl": world.device(placement.rl_device)}  # fmt: skip
+        return load_models(
+            self.paths, dtype=placement.dtype, device=world.device(placement.device),
+            device_map=placement.device_map, devices=own,
+        )  # fmt: skip
+
+    def describe(self, loaded: dict[str, Any]) -> dict[str, Any]:
+        """The metadata's `models`: each loaded model's path, revision and dtype."""
+        from divscope.models.loading import describe_model
+
+        return {name: describe_model(model, self.paths[name]) for name, model in loaded.items()}
+
+    def placement(self) -> str:
+        """The metadata's `device`: where the options put the models (`describe_placement`)."""
+        from divscope.models.placement import describe_placement
+
+        p = self.models.placement
+        return describe_placement(
+            p.device, p.device_map, {"base": p.base_device, "rl": p.rl_device}
+        )
+
+
+def open_pair(
+    models: ModelPair, world: World | None = None, names: Sequence[str] = ("base", "rl")
+) -> Pair:
+    """The models `names` of `models` with their tokenizers loaded and checked.
+
+    Args:
+        models: the model group; each name is one of its fields (`base`, `rl`, ...).
+        world: the processes of the run (`distributed.current_world`); None: this one alone.
+        names: the models the run needs, in the order they load (the first one's tokenizer
+            is the run's). With a single name no vocabulary is compared.
+
+    Raises:
+        DivscopeError: a named model left unset, or tokenizers whose ordinary vocabularies
+            differ (unless `models.allow_tokenizer_mismatch`).
+    """
+    from divscope.models.tokenizers import load_tokenizer
+    from divscope.vocab import check_tokenizers
+
+    paths = {name: getattr(models, name) for name in names}
+    missing = [name for name, path in paths.items() if path is None]
+    if missing:
+        raise DivscopeError(f"no {missing[0]} model given; pass --{missing[0].replace('_', '-')}.")
+    tokenizers = {name: load_tokenizer(path) for name, path in paths.items()}
+    compatibility = (
+        check_tokenizers(tokenizers, allow_mismatch=models.allow_tokenizer_mismatch)
+        if len(tokenizers) > 1
+        else None
+    )
+    return Pair(models, paths, tokenizers, compatibility, world or World())
+
+
+__all__ = ["Pair", "open_pair"]
