@@ -64,11 +64,12 @@ def analyze(
         >>> import tempfile
         >>> import polars as pl
         >>> import divscope
+        >>> from divscope.params import ModelPair
         >>> tmp = tempfile.TemporaryDirectory()
         >>> few, tokens = f"{tmp.name}/few.jsonl", f"{tmp.name}/tokens.parquet"
         >>> pl.read_ndjson("fixtures/lab/trajectories.jsonl").head(8).write_ndjson(few)
-        >>> summary = divscope.score(
-        ...     few, base="fixtures/lab/base", rl="fixtures/lab/rl", out=tokens, progress=False)
+        >>> lab = ModelPair("fixtures/lab/base", "fixtures/lab/rl")
+        >>> summary = divscope.score(few, lab, tokens, progress=False)
         >>> result = divscope.analyze(tokens, f"{tmp.name}/summary.json")
         >>> result.n_responses, result.core.metric, result.takeover.metric
         (8, 'js', 'ce_base_rl')

@@ -83,11 +83,12 @@ def plot(
         >>> import tempfile
         >>> import polars as pl
         >>> import divscope
+        >>> from divscope.params import ModelPair
         >>> tmp = tempfile.TemporaryDirectory()
         >>> few, tokens = f"{tmp.name}/few.jsonl", f"{tmp.name}/tokens.parquet"
         >>> pl.read_ndjson("fixtures/lab/trajectories.jsonl").head(8).write_ndjson(few)
-        >>> summary = divscope.score(
-        ...     few, base="fixtures/lab/base", rl="fixtures/lab/rl", out=tokens, progress=False)
+        >>> lab = ModelPair("fixtures/lab/base", "fixtures/lab/rl")
+        >>> summary = divscope.score(few, lab, tokens, progress=False)
         >>> report = divscope.plot(
         ...     tokens, f"{tmp.name}/figures", names=["lorenz", "percentile_curve"])
         >>> sorted(report.written), report.written["lorenz"][0].name

@@ -162,12 +162,12 @@ def report(
         >>> import tempfile
         >>> import polars as pl
         >>> import divscope
-        >>> from divscope.params import Recovery
+        >>> from divscope.params import ModelPair, Recovery
         >>> tmp = tempfile.TemporaryDirectory()
         >>> few, tokens = f"{tmp.name}/few.jsonl", f"{tmp.name}/tokens.parquet"
         >>> pl.read_ndjson("fixtures/lab/trajectories.jsonl").head(8).write_ndjson(few)
-        >>> summary = divscope.score(
-        ...     few, base="fixtures/lab/base", rl="fixtures/lab/rl", out=tokens, progress=False)
+        >>> lab = ModelPair("fixtures/lab/base", "fixtures/lab/rl")
+        >>> summary = divscope.score(few, lab, tokens, progress=False)
         >>> result = divscope.report(tokens, f"{tmp.name}/report.html",
         ...     recovery=Recovery(n_boot=50), responses=4, progress=False)
         >>> result.n_responses, result.out.name
