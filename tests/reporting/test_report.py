@@ -11,9 +11,11 @@ from typer.testing import CliRunner
 
 import divscope
 from divscope.analyses.study import Study
+from divscope.analyses.summary import Metrics
 from divscope.cli import app
 from divscope.errors import DivscopeError
 from divscope.params import ModelPair, Output, Recovery
+from divscope.reporting import page
 from divscope.reporting.report import ReportSummary
 from divscope.testing import synthetic_results, synthetic_tokens
 
@@ -87,6 +89,35 @@ def test_cli_report(tables, tmp_path):
     assert 'id="figure-evolution"' in html and "step 10" in html
     again = runner.invoke(app, args)
     assert again.exit_code == 2 and "--overwrite" in again.output
+
+
+def test_report_and_analyze_agree_on_one_study(tables, tmp_path):
+    """The page's summary and cross-sampling tables are `analyze`'s for the same study, metrics
+    and recovery; the command line's --reference, --recovery-at and --metric reach them."""
+    thinking = tmp_path / "thinking.parquet"
+    synthetic_results().filter(policy="rl").write_parquet(thinking)
+    study = Study(tables["tokens"], cross_sample=tables["xs"], reference=thinking)
+    metrics = Metrics("kl_rl_base", rescale_thresholds=True)
+    recovery = Recovery(recovery_at=2, n_boot=20, seed=3)
+    summary = divscope.analyze(study, tmp_path / "summary.json", metrics, recovery)
+    divscope.report(study, tmp_path / "lib.html", metrics, recovery, responses=2, progress=False)
+    html = (tmp_path / "lib.html").read_text("utf-8")
+    assert page.summary_html(summary) in html and page.cross_sampling_html(summary) in html
+    assert summary.core.metric == summary.takeover.metric == "kl_rl_base"
+    default = divscope.analyze(
+        Study(tables["tokens"], cross_sample=tables["xs"]), tmp_path / "default.json",
+        recovery=Recovery(n_boot=20, seed=3),
+    )  # fmt: skip
+    assert page.cross_sampling_html(default) not in html
+    args = ["report", tables["tokens"], "--out", tmp_path / "cli.html", "--cross-sample",
+            tables["xs"], "--reference", thinking, "--recovery-at", "2", "--metric",
+            "kl_rl_base", "--rescale-thresholds", "--n-boot", "20", "--seed", "3",
+            "--responses", "2"]  # fmt: skip
+    result = CliRunner().invoke(app, [str(arg) for arg in args])
+    assert result.exit_code == 0, result.output
+    created = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC")
+    cli = (tmp_path / "cli.html").read_text("utf-8")
+    assert created.sub("", cli) == created.sub("", html)
 
 
 @pytest.mark.skipif(
