@@ -9,8 +9,8 @@ Each figure belongs to the section of its paper, as in `divscope analyze`, and i
 section's metric: the core paper's (*Sparse but Critical*) on `js` by default, the takeover
 paper's (Lorenz/Gini, the early density of the top 1%, failure ROC, the takeover knee) on
 `ce_base_rl`. The core figures' thresholds are JS values in nats: on another core metric those
-figures are skipped with the reason, unless `rescale_thresholds` carries each threshold to the
-metric at the same quantile of the token table (`analyses.matched_thresholds`).
+figures are skipped with the reason, unless `Metrics.rescale_thresholds` carries each threshold
+to the metric at the same quantile of the token table (`analyses.matched_thresholds`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import os
 import shutil
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
@@ -33,10 +34,11 @@ from divscope.analyses.summary import (
     RAST_PAPER,
     SUMMARY_COLUMNS,
     TAKEOVER_PAPER,
+    Metrics,
 )
-from divscope.defaults import CORE_METRIC, TAKEOVER_METRIC
 from divscope.errors import DivscopeError
 from divscope.figures.style import metric_symbol
+from divscope.params import Recovery
 
 Need = Literal["tokens", "compare", "evolution", "cross_sample"]
 Section = Literal["core", "takeover", "rast"]
@@ -65,22 +67,16 @@ class PlotInputs:
     """Training step -> token table of that RL checkpoint."""
     cross_sample: Frame | None = None
     """Cross-sample results (docs/contracts.md, "Cross-sample results")."""
-    core_metric: str = CORE_METRIC
-    """The divergence column of the core paper's figures."""
-    takeover_metric: str = TAKEOVER_METRIC
-    """The divergence column of the takeover paper's figures."""
-    rescale_thresholds: bool = False
-    """On a core metric other than `js`/`js_full`, carry the core figures' JS thresholds to it
-    at the same quantile of `tokens` instead of skipping those figures."""
-    recovery_at: int | None = None
-    """Recovery of the cross-sample figures on pass@k at this k; None: on mean@n."""
     reference: Frame | str | None = None
     """The upper bound of recovery: graded responses of a third model, a policy label of
     `cross_sample`, or None for the matched `rl` control."""
-    seed: int = 0
-    """Seed of every sample and bootstrap."""
-    n_boot: int = 1000
-    """Bootstrap resamples of every interval."""
+    metrics: Metrics = Metrics()
+    """Each section's divergence column; on a core metric other than `js`/`js_full`, with
+    `rescale_thresholds`, the core figures' JS thresholds are carried to it at the same quantile
+    of `tokens` instead of those figures being skipped."""
+    recovery: Recovery = Recovery()
+    """Recovery of the cross-sample figures (on pass@k at `recovery_at`, else on mean@n), the
+    resamples of every interval, and the seed of every sample and bootstrap."""
     max_samples: int = 20_000
     """Tokens per group that the entropy KDEs are fitted on (a seeded sample beyond)."""
     max_points: int = 5_000
@@ -92,7 +88,8 @@ class PlotInputs:
     def metric_of(self, section: Section) -> str:
         """The divergence column of `section`'s figures (RAST's figures read no token-table
         metric: theirs is the core one, unused)."""
-        return self.takeover_metric if section == "takeover" else self.core_metric
+        core, takeover = self.metrics.sections
+        return takeover if section == "takeover" else core
 
     @property
     def tables(self) -> dict[str, Frame]:
@@ -128,7 +125,7 @@ class FigureSpec:
     """Draws the figure from the inputs."""
     js_thresholds: tuple[float, ...] = ()
     """The core paper's JS thresholds the figure applies: on a metric other than `js`/`js_full`
-    they are refused, or carried to it with `PlotInputs.rescale_thresholds`."""
+    they are refused, or carried to it with `Metrics.rescale_thresholds`."""
 
     def __post_init__(self) -> None:
         if self.section not in SECTIONS:
@@ -150,7 +147,8 @@ def _table_figure(
     `data` is what `needs` names (the token table, `PlotInputs.tables` or the checkpoints),
     `metric` the section's; `js` names `function`'s keyword arguments whose defaults are the
     paper's JS thresholds, passed as they are on a JS metric and carried to another one (or
-    refused); `options` maps other keyword arguments to the `PlotInputs` fields they take.
+    refused); `options` maps other keyword arguments to the `PlotInputs` fields they take
+    (dotted: `recovery.seed`).
     """
     parameters = inspect.signature(function).parameters
     thresholds: dict[str, Any] = {keyword: parameters[keyword].default for keyword in js}
@@ -165,7 +163,7 @@ def _table_figure(
             data[needs],
             metric=metric,
             **{keyword: _on_metric(value, inputs, metric) for keyword, value in thresholds.items()},
-            **{keyword: getattr(inputs, attribute) for keyword, attribute in options.items()},
+            **{keyword: attrgetter(attribute)(inputs) for keyword, attribute in options.items()},
         )
 
     values = sorted({t for v in thresholds.values() for t in (v if isinstance(v, tuple) else (v,))})
@@ -176,7 +174,7 @@ def _table_figure(
 def _refusal(spec: FigureSpec, inputs: PlotInputs) -> str | None:
     """Why `spec` may not apply its JS thresholds to its section's metric; None when it may."""
     metric = inputs.metric_of(spec.section)
-    if not spec.js_thresholds or metric in JS_METRICS or inputs.rescale_thresholds:
+    if not spec.js_thresholds or metric in JS_METRICS or inputs.metrics.rescale_thresholds:
         return None
     listing = ", ".join(f"{t:g}" for t in spec.js_thresholds)
     return (
@@ -219,7 +217,8 @@ FIGURES: dict[str, FigureSpec] = {
             "entropy_by_divergence", "tokens", "core",
             "KDEs of base and RL entropy at low- and high-divergence tokens, medians dashed "
             "(Fig. 4); KDEs " + SAMPLE_NOTE + ".",
-            figures.entropy_by_divergence, js=("split",), max_samples="max_samples", seed="seed",
+            figures.entropy_by_divergence, js=("split",), max_samples="max_samples",
+            seed="recovery.seed",
         ),
         _table_figure(
             "wordclouds", "tokens", "core",
@@ -242,7 +241,8 @@ FIGURES: dict[str, FigureSpec] = {
             "tail_promotion", "tokens", "core",
             "Base probability of the RL top-1 token at divergent positions (Fig. 10a/b); panel (b) "
             "shows at most {points:,} positions drawn at random with seed {seed}.",
-            figures.tail_promotion, js=("threshold",), max_samples="max_points", seed="seed",
+            figures.tail_promotion, js=("threshold",), max_samples="max_points",
+            seed="recovery.seed",
         ),
         _table_figure(
             "rank_reordering", "tokens", "core",
@@ -271,7 +271,7 @@ FIGURES: dict[str, FigureSpec] = {
             "compare_entropy", "compare", "core",
             "KDEs of base and fine-tuned entropy at the high-divergence tokens of each labelled "
             "table, one panel each, medians dashed (Fig. 15); KDEs " + SAMPLE_NOTE + ".",
-            figures.compare_entropy, js=("split",), max_samples="max_samples", seed="seed",
+            figures.compare_entropy, js=("split",), max_samples="max_samples", seed="recovery.seed",
         ),
         _table_figure(
             "compare_topk_overlap", "compare", "core",
@@ -312,7 +312,7 @@ FIGURES: dict[str, FigureSpec] = {
             "failure_roc", "tokens", "takeover",
             "ROC of each response's top-100 mean {metric} for flagging wrong answers, against base "
             "entropy, with problem-bootstrap AUROC intervals.",
-            figures.failure_roc, n_boot="n_boot", seed="seed",
+            figures.failure_roc, n_boot="recovery.n_boot", seed="recovery.seed",
         ),
         FigureSpec(
             "cross_sampling_curves", "cross_sample", "core",
@@ -320,8 +320,8 @@ FIGURES: dict[str, FigureSpec] = {
             "reverse, with the base control and the reference matched to each sampling and the "
             "random-position baseline (Figs. 7, 8).",
             lambda i: figures.cross_sampling_curves(
-                i.cross_sample, reference=i.reference, recovery_at=i.recovery_at,
-                n_boot=i.n_boot, seed=i.seed,
+                i.cross_sample, reference=i.reference, recovery_at=i.recovery.recovery_at,
+                n_boot=i.recovery.n_boot, seed=i.recovery.seed,
             ),
         ),
         FigureSpec(
@@ -329,8 +329,8 @@ FIGURES: dict[str, FigureSpec] = {
             "Pass@k (with --recovery-at; accuracy otherwise) of the gated takeover against the "
             "mean per-response takeover rate ρ̄, the knee starred.",
             lambda i: figures.takeover_knee(
-                i.cross_sample, reference=i.reference, recovery_at=i.recovery_at,
-                n_boot=i.n_boot, seed=i.seed,
+                i.cross_sample, reference=i.reference, recovery_at=i.recovery.recovery_at,
+                n_boot=i.recovery.n_boot, seed=i.recovery.seed,
             ),
         ),
         FigureSpec(
@@ -345,8 +345,8 @@ FIGURES: dict[str, FigureSpec] = {
             "Recovery of the gain against the intervention budget, forward and reverse, one "
             "curve per switch threshold ε, with problem-bootstrap bands.",
             lambda i: figures.threshold_recovery(
-                i.cross_sample, reference=i.reference, recovery_at=i.recovery_at,
-                n_boot=i.n_boot, seed=i.seed,
+                i.cross_sample, reference=i.reference, recovery_at=i.recovery.recovery_at,
+                n_boot=i.recovery.n_boot, seed=i.recovery.seed,
             ),
         ),
         FigureSpec(
@@ -361,7 +361,9 @@ FIGURES: dict[str, FigureSpec] = {
             "pair's (rl − base) over relative position along each setting's decoded responses "
             "(`--delta-alignment`; RAST's Fig. 4 measures it on RL trajectories), with each "
             "setting's mean over responses and 95% problem-bootstrap interval.",
-            lambda i: figures.delta_alignment(i.cross_sample, n_boot=i.n_boot, seed=i.seed),
+            lambda i: figures.delta_alignment(
+                i.cross_sample, n_boot=i.recovery.n_boot, seed=i.recovery.seed
+            ),
         ),
     )
 }  # fmt: skip
@@ -442,7 +444,7 @@ def write_figures(
     """Draw every requested figure the inputs allow and write it, plus `index.md`, to `out`.
 
     A figure whose input is missing, whose JS thresholds would apply to a non-JS core metric
-    without `inputs.rescale_thresholds`, or whose analysis raises a `DivscopeError` (e.g. an
+    without `inputs.metrics.rescale_thresholds`, or whose analysis raises a `DivscopeError` (e.g. an
     ungraded table for `failure_roc`), is skipped with the reason. `index.md` lists the figures
     under one heading per paper (section), each naming the section's metric.
 
@@ -527,7 +529,7 @@ def figure_caption(spec: FigureSpec, inputs: PlotInputs) -> str:
         metric=metric_symbol(metric),
         n=inputs.max_samples,
         points=inputs.max_points,
-        seed=inputs.seed,
+        seed=inputs.recovery.seed,
     )
     if spec.js_thresholds and metric not in JS_METRICS:
         carried = "; ".join(

@@ -119,13 +119,9 @@ def plot(
         compare=tables.compare,
         evolution=tables.evolution,
         cross_sample=tables.cross_sample,
-        core_metric=core,
-        takeover_metric=takeover,
-        rescale_thresholds=metrics.rescale_thresholds,
-        recovery_at=recovery.recovery_at,
         reference=tables.reference,
-        seed=recovery.seed,
-        n_boot=recovery.n_boot,
+        metrics=metrics,
+        recovery=recovery,
     )
     description = (
         f"Token table `{study.tokens}`: {frame.height:,} tokens; the core paper's figures on "

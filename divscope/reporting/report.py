@@ -208,13 +208,9 @@ def report(
         compare=tables.compare,
         evolution=tables.evolution,
         cross_sample=tables.cross_sample,
-        core_metric=core,
-        takeover_metric=takeover,
-        rescale_thresholds=metrics.rescale_thresholds,
-        recovery_at=recovery.recovery_at,
         reference=tables.reference,
-        seed=seed,
-        n_boot=recovery.n_boot,
+        metrics=metrics,
+        recovery=recovery,
     )
 
     def drawn(name: str, reason: str | None) -> None:

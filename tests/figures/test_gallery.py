@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 
 from divscope import analyses
+from divscope.analyses.summary import Metrics
 from divscope.errors import DivscopeError
 from divscope.figures import gallery
 from divscope.figures.gallery import FIGURES, PlotInputs, write_figures
+from divscope.params import Recovery
 
 CHEAP = ["percentile_curve", "compare_sparsity", "evolution", "cross_sampling_curves"]
 
@@ -44,7 +46,7 @@ def test_write_figures_skips_what_the_inputs_do_not_allow(tokens, tmp_path):
 def test_write_figures_draws_every_figure_with_all_inputs(tokens, results, checkpoints, tmp_path):
     inputs = PlotInputs(
         tokens, compare={"sft": checkpoints[20]}, evolution=checkpoints, cross_sample=results,
-        n_boot=20, max_samples=500,
+        recovery=Recovery(n_boot=20), max_samples=500,
     )  # fmt: skip
     report = write_figures(inputs, tmp_path / "all", formats=["png"])
     assert list(report.written) == list(FIGURES)
@@ -124,9 +126,10 @@ def test_a_figure_is_drawn_on_its_sections_metric(tokens, section):
     def spy(data, *, metric, threshold=0.1, seed=0):
         seen.append((metric, threshold, seed))
 
-    spec = gallery._table_figure("spy", "tokens", section, "", spy, seed="seed")
-    spec.draw(PlotInputs(tokens, seed=3))
-    spec.draw(PlotInputs(tokens, core_metric="kl_rl_base", takeover_metric="kl_rl_base"))
+    spec = gallery._table_figure("spy", "tokens", section, "", spy, seed="recovery.seed")
+    spec.draw(PlotInputs(tokens, recovery=Recovery(seed=3)))
+    on_kl = Metrics(core_metric="kl_rl_base", takeover_metric="kl_rl_base")
+    spec.draw(PlotInputs(tokens, metrics=on_kl))
     default = "js" if section == "core" else "ce_base_rl"
     assert seen == [(default, 0.1, 3), ("kl_rl_base", 0.1, 0)]
 
@@ -141,14 +144,16 @@ def test_takeover_figures_are_drawn_on_ce_and_core_ones_on_js_by_default(tokens)
     assert "top 1% by CE" in legend
     curve = FIGURES["percentile_curve"].draw(inputs)
     assert curve.axes[0].get_ylabel() == "JS divergence, top-p (nats)"
-    overridden = PlotInputs(tokens, core_metric="kl_rl_base", takeover_metric="kl_rl_base")
+    overridden = PlotInputs(
+        tokens, metrics=Metrics(core_metric="kl_rl_base", takeover_metric="kl_rl_base")
+    )
     curve = FIGURES["percentile_curve"].draw(overridden)
     assert curve.axes[0].get_ylabel() == "KL(RL ‖ base) (nats)"
 
 
 def test_js_thresholds_on_another_core_metric_are_refused(tokens, tmp_path):
     names = ["topk_overlap", "wordclouds", "percentile_curve", "lorenz"]
-    inputs = PlotInputs(tokens, core_metric="ce_base_rl")
+    inputs = PlotInputs(tokens, metrics=Metrics(core_metric="ce_base_rl"))
     report = write_figures(inputs, tmp_path / "out", names=names, formats=["png"])
     assert list(report.written) == ["percentile_curve", "lorenz"]
     reason = report.skipped["topk_overlap"]
@@ -158,13 +163,13 @@ def test_js_thresholds_on_another_core_metric_are_refused(tokens, tmp_path):
     with pytest.raises(DivscopeError, match="are JS values in nats"):
         FIGURES["topk_overlap"].draw(inputs)
     # js_full is on the JS scale: its thresholds apply as they are.
-    inputs = PlotInputs(tokens, core_metric="js_full")
+    inputs = PlotInputs(tokens, metrics=Metrics(core_metric="js_full"))
     report = write_figures(inputs, tmp_path / "full", names=["topk_overlap"], formats=["png"])
     assert list(report.written) == ["topk_overlap"]
 
 
 def test_rescaled_thresholds_are_carried_at_equal_quantiles(tokens, tmp_path):
-    inputs = PlotInputs(tokens, core_metric="ce_base_rl", rescale_thresholds=True)
+    inputs = PlotInputs(tokens, metrics=Metrics(core_metric="ce_base_rl", rescale_thresholds=True))
     thresholds = FIGURES["topk_overlap"].js_thresholds
     carried = analyses.matched_thresholds(tokens, "ce_base_rl", thresholds)
     figure = FIGURES["topk_overlap"].draw(inputs)

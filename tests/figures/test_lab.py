@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from divscope.figures.gallery import FIGURES, PlotInputs, write_figures
+from divscope.params import Recovery
 
 LAB = Path(__file__).parents[2] / "fixtures" / "lab"
 TRAJECTORIES = LAB / "trajectories.jsonl"
@@ -25,7 +26,7 @@ def test_every_token_figure_renders_on_the_lab_table(lab_tokens_path, tmp_path):
 
     lab_tokens = read_token_table(lab_tokens_path)
     token_figures = [name for name, spec in FIGURES.items() if spec.needs == "tokens"]
-    inputs = PlotInputs(lab_tokens, n_boot=50)
+    inputs = PlotInputs(lab_tokens, recovery=Recovery(n_boot=50))
     report = write_figures(inputs, tmp_path / "lab", names=token_figures, formats=["png"])
     # The lab's trajectories are graded, so nothing may be skipped.
     assert report.skipped == {}

@@ -74,7 +74,7 @@ def test_reference_and_recovery_reach_the_cross_sample_figures(
 
     plot(study("gated"), tmp_path / "a", recovery=at_8)
     plot(study(tmp_path / "thinking.parquet"), tmp_path / "b", recovery=at_8)
-    assert seen[0].reference == "gated" and seen[0].recovery_at == 8
+    assert seen[0].reference == "gated" and seen[0].recovery.recovery_at == 8
     assert seen[1].reference.equals(results.filter(policy="rl"))
     with pytest.raises(DivscopeError, match="--reference runs/thinking.parquet: no such file"):
         plot(study("runs/thinking.parquet"), tmp_path / "c", recovery=at_8)
