@@ -37,8 +37,8 @@ class CalibrationModels(ModelPair):
 class Target:
     """What the gates are calibrated for, and on how many base samples.
 
-    >>> Target(rate=0.05, window=16).n
-    8
+    >>> Target(rate=0.05, window=16).n  # the default: 4 base samples per calibration prompt
+    4
     """
 
     rate: Annotated[float, Flag(min=0.0, max=1.0)] = TAKEOVER_RATE
