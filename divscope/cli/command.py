@@ -69,7 +69,7 @@ class Option:
                 extra["show_default"] = False if default is None else _text(default)
                 default = None
         elif _origin(kind) is tuple:
-            item = typing.get_args(kind)[0]
+            item = _path_like(_items(kind))
             kind = list[item] | None
             if not required:
                 extra["show_default"] = _text(default) if default else False
@@ -284,6 +284,13 @@ def _origin(kind: Any) -> Any:
         kinds = [k for k in typing.get_args(kind) if k is not type(None)]
         return typing.get_origin(kinds[0]) if len(kinds) == 1 else None
     return typing.get_origin(kind)
+
+
+def _items(kind: Any) -> Any:
+    """`X` of `tuple[X, ...]` or `tuple[X, ...] | None`."""
+    if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union:
+        kind = next(k for k in typing.get_args(kind) if k is not type(None))
+    return typing.get_args(kind)[0]
 
 
 def _path_like(kind: Any) -> Any:
