@@ -8,9 +8,9 @@ import re
 import typing
 from pathlib import Path
 
-import click
 import pytest
 import typer.main
+from typer.core import TyperGroup
 
 import divscope
 from divscope.cli import COMMANDS as GENERATED
@@ -46,7 +46,7 @@ def test_each_command_is_a_documented_function_of_divscope(name, module):
 
 def test_every_cli_command_has_its_library_function():
     group = typer.main.get_command(app)
-    commands = set(group.list_commands(click.Context(group))) - {"lab"}
+    commands = set(group.list_commands(typer.Context(group))) - {"lab"}
     assert {name.replace("_", "-") for name in COMMANDS} == commands
 
 
@@ -74,11 +74,11 @@ def test_the_readme_lists_each_command_once():
     section = README.read_text(encoding="utf-8").split("\n## Commands\n", 1)[1]
     block = re.search(r"^```bash\n(.*?)^```", section, re.M | re.S)[1]
     cli = typer.main.get_command(app)
-    context = click.Context(cli)
+    context = typer.Context(cli)
     groups = {
-        name: command.list_commands(click.Context(command, parent=context))
+        name: command.list_commands(typer.Context(command, parent=context))
         for name in cli.list_commands(context)
-        if isinstance(command := cli.get_command(context, name), click.Group)
+        if isinstance(command := cli.get_command(context, name), TyperGroup)
     }
     commands = [
         f"{name} {sub}" if name in groups else name

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import pytest
 import typer
 from typer.main import get_command
@@ -81,7 +80,7 @@ def run(
     return {"source": source, "out": out, "outer": outer, "loud": loud, "callback": callback}
 
 
-def invoke(function, args: list[str]) -> tuple[click.testing.Result, list]:
+def invoke(function, args: list[str]) -> tuple[Any, list]:
     """Run `function` as a one-command app; the results it returned, in a list."""
     returned: list = []
     single = typer.Typer(add_completion=False, rich_markup_mode=None)
@@ -186,11 +185,11 @@ def _generated() -> dict[str, Any]:
 def test_every_option_of_every_command_has_help(name):
     """Each option's help is a field docstring or an `Args:` entry: none is missing."""
     group = get_command(app)
-    context = click.Context(group)
+    context = typer.Context(group)
     built = group
     for word in name.split():
         built = built.get_command(context, word)
-        context = click.Context(built, parent=context)
+        context = typer.Context(built, parent=context)
     undocumented = [p.name for p in built.params if p.name != "help" and not p.help]
     assert not undocumented, f"divscope {name}: options without help: {undocumented}"
     assert built.help == built.callback.__doc__
