@@ -29,10 +29,10 @@ MODULES_WITH_EXAMPLES = [
         "distribution", "evolution", "failure", "flips", "position", "sampling", "shift",
         "summary", "switches", "tokens",
     )),
-    "divscope.estimators", "divscope.formatting",
+    "divscope.answers", "divscope.estimators", "divscope.formatting",
     "divscope.generation",
     *(f"divscope.grading.{name}" for name in (
-        "accuracy", "answer", "exact_grader", "math_grader", "pool", "registry", "table",
+        "accuracy", "exact_grader", "math_grader", "pool", "registry", "table",
     )),
     "divscope.lab", "divscope.lab.task", "divscope.lab.grpo", "divscope._lazy",
     *(f"divscope.models.{name}" for name in ("head", "lengths", "placement", "threads")),
