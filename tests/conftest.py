@@ -10,8 +10,6 @@ import pytest
 from divscope.models import torch_threads
 from tests.tinymodels import save_pair
 
-LAB = Path(__file__).parents[1] / "fixtures" / "lab"
-
 
 @pytest.fixture(scope="session")
 def tiny_pair(tmp_path_factory) -> tuple[Path, Path]:
@@ -38,18 +36,6 @@ def tiny_prompts(tmp_path) -> Path:
     path = tmp_path / "prompts.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
-
-
-@pytest.fixture(scope="session")
-def lab_tokens_path(tmp_path_factory) -> Path:
-    """The token table of the committed lab's `trajectories.jsonl`, RL vs base, scored once per
-    session (slow tests only: about 5 s on 2 cores)."""
-    from divscope import score
-
-    out = tmp_path_factory.mktemp("lab_tokens") / "tokens.parquet"
-    score(LAB / "trajectories.jsonl", base=str(LAB / "base"), rl=str(LAB / "rl"), out=out,
-          progress=False)  # fmt: skip
-    return out
 
 
 # ---------------------------------------------------------------- a real byte-level BPE pair

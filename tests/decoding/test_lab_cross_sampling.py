@@ -1,4 +1,4 @@
-"""Cross-sampling on the committed lab models (skipped until fixtures/lab holds them)."""
+"""Cross-sampling on the committed lab models."""
 
 from __future__ import annotations
 
@@ -11,10 +11,6 @@ from divscope.io import prompt_token_ids, read_prompts
 from divscope.models import load_model, load_tokenizer
 
 LAB = Path(__file__).resolve().parents[2] / "fixtures" / "lab"
-pytestmark = pytest.mark.skipif(
-    not (LAB / "base" / "config.json").exists() or not (LAB / "rl" / "config.json").exists(),
-    reason="the lab models are not in fixtures/lab yet",
-)
 
 
 @pytest.mark.usefixtures("one_thread")
