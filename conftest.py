@@ -1,5 +1,5 @@
-"""The lab's scored token tables, shared by the tests (tests/) and the package's `>>>` examples
-(divscope/, collected by `--doctest-modules`).
+"""Session fixtures of the tests (tests/) and of the package's `>>>` examples (divscope/,
+collected by `--doctest-modules`): one torch thread, and the lab's scored token tables.
 
 The examples that need a token table read `lab_tokens`, a name pytest puts in their namespace: the
 path (a string) of the token table of the first 8 of the lab's 512 trajectories (731 tokens),
@@ -23,6 +23,16 @@ def _score_lab(out: Path, trajectories: Path = LAB / "trajectories.jsonl") -> Pa
 
     score(trajectories, base=str(LAB / "base"), rl=str(LAB / "rl"), out=out, progress=False)
     return out
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_torch_thread():
+    """One torch CPU thread for the whole session: the tests' tiny models run ~10x faster on one
+    thread than on a pool contended by other processes, and no test then depends on the count."""
+    from divscope.models import torch_threads
+
+    with torch_threads(1):
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
-"""Session fixtures shared by the whole suite."""
+"""Session fixtures shared by the whole suite (one torch thread and the lab's token tables:
+conftest.py at the repository root)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from divscope.models import torch_threads
 from tests.tinymodels import save_pair
 
 
@@ -15,14 +15,6 @@ from tests.tinymodels import save_pair
 def tiny_pair(tmp_path_factory) -> tuple[Path, Path]:
     """Paths of a saved tiny base/rl pair sharing a word-level tokenizer (vocab 44, head 48)."""
     return save_pair(tmp_path_factory.mktemp("tiny_pair"))
-
-
-@pytest.fixture(scope="module")
-def one_thread():
-    """One torch thread for the module: tiny models decode ~10x faster on one thread than on a
-    contended pool. Use with `pytestmark = pytest.mark.usefixtures("one_thread")`."""
-    with torch_threads(1):
-        yield
 
 
 @pytest.fixture

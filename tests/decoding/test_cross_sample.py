@@ -97,7 +97,6 @@ def _by_key(frame: pl.DataFrame) -> dict[tuple[str, int], dict]:
     return {(row["prompt_id"], row["sample_id"]): row for row in frame.iter_rows(named=True)}
 
 
-@pytest.mark.usefixtures("one_thread")
 def test_rl_replace_brings_its_controls_at_its_own_sampling(tmp_path, prompts, tiny_pair):
     from divscope.decoding.settings import parse_policies
 
@@ -115,7 +114,6 @@ def test_rl_replace_brings_its_controls_at_its_own_sampling(tmp_path, prompts, t
     assert at[0.6]["response_ids"].to_list() != at[1.0]["response_ids"].to_list()
 
 
-@pytest.mark.usefixtures("one_thread")
 def test_early_share_gives_each_response_the_share_of_its_base_length(tmp_path, prompts, tiny_pair):
     from divscope.decoding.policies import RL, Base, Early
 
@@ -134,7 +132,6 @@ def test_early_share_gives_each_response_the_share_of_its_base_length(tmp_path, 
     assert max(written) > 1
 
 
-@pytest.mark.usefixtures("one_thread")
 def test_forced_prefix_opens_the_response_and_decoding_continues_after_it(
     tmp_path, prompts, tiny_pair
 ):
@@ -201,7 +198,6 @@ def test_bad_forced_prefix(tmp_path, prompts, tiny_pair, kwargs, message):
         _cross_sample(prompts, tiny_pair, tmp_path / "r.parquet", [Base()], **kwargs)
 
 
-@pytest.mark.usefixtures("one_thread")
 def test_forward_at_budget_zero_is_decoded_once_for_every_eps_and_stratum(
     tmp_path, prompts, tiny_pair, monkeypatch
 ):

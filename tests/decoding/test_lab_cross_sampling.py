@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from divscope.decoding import DecodeConfig, Request, build_policy, decode
 from divscope.io import prompt_token_ids, read_prompts
 from divscope.models import load_model, load_tokenizer
@@ -13,7 +11,6 @@ from divscope.models import load_model, load_tokenizer
 LAB = Path(__file__).resolve().parents[2] / "fixtures" / "lab"
 
 
-@pytest.mark.usefixtures("one_thread")
 def test_reproduction_invariants_on_the_lab_models():
     tokenizer = load_tokenizer(str(LAB / "base"))
     models = {name: load_model(str(LAB / name), device="cpu") for name in ("base", "rl")}
