@@ -155,17 +155,12 @@ def report(
         DivscopeError: an existing `out` without `overwrite`, `responses` < 1, a table that
             cannot be read, or a tokenizer that cannot be loaded.
 
-    Example (the lab in `fixtures/lab`, from the repository root):
+    Example (`lab_tokens`: the token table of the lab's first 8 trajectories, see conftest.py):
         >>> import tempfile
-        >>> import polars as pl
         >>> import divscope
         >>> tmp = tempfile.TemporaryDirectory()
-        >>> few, tokens = f"{tmp.name}/few.jsonl", f"{tmp.name}/tokens.parquet"
-        >>> pl.read_ndjson("fixtures/lab/trajectories.jsonl").head(8).write_ndjson(few)
-        >>> summary = divscope.score(
-        ...     few, base="fixtures/lab/base", rl="fixtures/lab/rl", out=tokens, progress=False)
         >>> result = divscope.report(
-        ...     tokens, f"{tmp.name}/report.html", responses=4, n_boot=50, progress=False)
+        ...     lab_tokens, f"{tmp.name}/report.html", responses=4, n_boot=50, progress=False)
         >>> result.n_responses, result.out.name
         (4, 'report.html')
         >>> tmp.cleanup()

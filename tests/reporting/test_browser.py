@@ -3,7 +3,9 @@
 The page must load offline with no console error, render the token viewer, switch responses,
 show a token's details on hover and move the focus from the keyboard. Playwright's own browser
 download cannot work here, so the test drives the system Chromium (`/usr/bin/chromium`, or
-`$DIVSCOPE_CHROMIUM`); `.ci/run` installs it with apt when it is missing.
+`$DIVSCOPE_CHROMIUM`); `.ci/run` installs it with apt when it is missing. Without Chromium (or
+Playwright) the tests skip, saying why, except under CI (`CI=true`), where they fail. Starting a
+browser takes seconds: end-to-end tests (marker `e2e`), run once in CI with `-m e2e`.
 """
 
 from __future__ import annotations
@@ -42,18 +44,17 @@ def chromium() -> str | None:
 
 CHROMIUM = chromium()
 pytestmark = [
-    pytest.mark.skipif(
-        sync_playwright is None,
-        reason="playwright is not installed: pip install -e '.[dev]' -c constraints.txt",
-    ),
-    pytest.mark.skipif(
-        CHROMIUM is None,
-        reason="no Chromium found (/usr/bin/chromium or $DIVSCOPE_CHROMIUM): "
-        "apt-get install chromium (Playwright's own browser download is not used)",
-    ),
+    pytest.mark.e2e,
     # The figures draw the emoji and CJK tokens with fonts that lack them.
     pytest.mark.filterwarnings("ignore:Glyph .* missing from font"),
 ]
+
+
+def _missing(reason: str) -> None:
+    """Skip for want of `reason`, or fail under CI, which must have installed it."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason} (CI=true: the browser tests must run in CI)", pytrace=False)
+    pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +76,13 @@ def report_path(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def browser():
+    if sync_playwright is None:
+        _missing("playwright is not installed: pip install -e '.[dev]' -c constraints.txt")
+    if CHROMIUM is None:
+        _missing(
+            "no Chromium found (/usr/bin/chromium or $DIVSCOPE_CHROMIUM): apt-get install "
+            "chromium (Playwright's own browser download is not used)"
+        )
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
         yield browser

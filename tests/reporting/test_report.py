@@ -89,10 +89,6 @@ def test_cli_report(tables, tmp_path):
     assert again.exit_code == 2 and "--overwrite" in again.output
 
 
-@pytest.mark.skipif(
-    not ((LAB / "trajectories.jsonl").exists() and (LAB / "base").is_dir()),
-    reason="the lab models are not built yet (fixtures/lab)",
-)
 def test_lab_report_decodes_the_top1_tokens(tmp_path):
     trajectories = tmp_path / "six.jsonl"
     lines = (LAB / "trajectories.jsonl").read_text().splitlines()[:6]
