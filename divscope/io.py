@@ -4,6 +4,9 @@ Trajectories and prompts come as Parquet or JSONL; token tables are Parquet, eit
 (a path ending in `.parquet`) or a directory of `part-*.parquet` files. Outputs are written
 under a temporary name and moved into place only when complete, so an interrupted run never
 leaves a file that looks finished.
+
+The examples read `lab_tokens`: the token table of the lab's first 8 trajectories (731 tokens),
+scored once per pytest session (conftest.py at the repository root).
 """
 
 from __future__ import annotations
@@ -369,16 +372,8 @@ def scan_token_table(path: str | os.PathLike) -> pl.LazyFrame:
     Raises:
         DivscopeError: the path is missing or the table lacks token-table columns.
 
-    >>> import tempfile
-    >>> tmp = tempfile.TemporaryDirectory()
-    >>> import divscope
-    >>> few, tokens = f"{tmp.name}/few.jsonl", f"{tmp.name}/tokens.parquet"
-    >>> pl.read_ndjson("fixtures/lab/trajectories.jsonl").head(8).write_ndjson(few)
-    >>> _ = divscope.score(
-    ...     few, base="fixtures/lab/base", rl="fixtures/lab/rl", out=tokens, progress=False)
-    >>> scan_token_table(tokens).select("prompt_id", "sample_id").unique().collect().height
+    >>> scan_token_table(lab_tokens).select("prompt_id", "sample_id").unique().collect().height
     8
-    >>> tmp.cleanup()
     """
     files = _token_table_files(Path(path))
     try:
@@ -393,16 +388,8 @@ def scan_token_table(path: str | os.PathLike) -> pl.LazyFrame:
 def read_token_table(path: str | os.PathLike) -> pl.DataFrame:
     """Read a whole token table into memory (see `scan_token_table`).
 
-    >>> import tempfile
-    >>> tmp = tempfile.TemporaryDirectory()
-    >>> import divscope
-    >>> few, tokens = f"{tmp.name}/few.jsonl", f"{tmp.name}/tokens.parquet"
-    >>> pl.read_ndjson("fixtures/lab/trajectories.jsonl").head(8).write_ndjson(few)
-    >>> _ = divscope.score(
-    ...     few, base="fixtures/lab/base", rl="fixtures/lab/rl", out=tokens, progress=False)
-    >>> read_token_table(tokens).height
+    >>> read_token_table(lab_tokens).height
     731
-    >>> tmp.cleanup()
     """
     return scan_token_table(path).collect()
 
@@ -410,17 +397,9 @@ def read_token_table(path: str | os.PathLike) -> pl.DataFrame:
 def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
     """The `divscope` metadata (models, top_p, temperature, ...) of a token table.
 
-    >>> import tempfile
-    >>> tmp = tempfile.TemporaryDirectory()
-    >>> import divscope
-    >>> few, tokens = f"{tmp.name}/few.jsonl", f"{tmp.name}/tokens.parquet"
-    >>> pl.read_ndjson("fixtures/lab/trajectories.jsonl").head(8).write_ndjson(few)
-    >>> _ = divscope.score(
-    ...     few, base="fixtures/lab/base", rl="fixtures/lab/rl", out=tokens, progress=False)
-    >>> metadata = read_metadata(tokens)
+    >>> metadata = read_metadata(lab_tokens)
     >>> metadata["top_p"], metadata["temperature"]
     (0.7, 1.0)
-    >>> tmp.cleanup()
     """
     first = _token_table_files(Path(path))[0]
     try:

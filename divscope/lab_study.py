@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import polars as pl
 
@@ -52,7 +52,7 @@ from divscope.defaults import (
 )
 from divscope.errors import DivscopeError
 from divscope.estimators import Interval
-from divscope.params import Output, Recovery
+from divscope.params import LIBRARY_ONLY, ModelPair, Output, PartedOutput, Recovery
 
 MANIFEST = "quickstart.json"
 """The record of the stages done, in the output directory."""
@@ -408,28 +408,32 @@ class _Paths:
 
 
 def quickstart(
-    out: str | os.PathLike = QUICKSTART_OUT,
+    out: Output = Output(QUICKSTART_OUT),  # noqa: B008 (frozen, hashable)
     *,
     lab: str | os.PathLike = LAB,
     fast: bool = False,
-    overwrite: bool = False,
-    progress: bool = True,
+    progress: Annotated[bool, LIBRARY_ONLY] = True,
 ) -> QuickstartReport:
     """Run the whole study on the lab models: generate, grade, score, calibrate, cross-sample,
     analyze, plot and report.
 
-    Returns the headline numbers and where everything is. Each stage is one library call (see
-    the module's docstring for the list) whose outputs go under `out`; a line on stderr starts
-    and ends each stage (`stage i/n name`, its time). Rerun with the same arguments to resume:
-    stages done before with the same settings are skipped.
+    Generates and grades base, RL and SFT samples; scores RL vs base, SFT vs base and each RL
+    checkpoint vs base; calibrates the gates; cross-samples (forward, reverse, random,
+    rl-replace, gated and the controls) over a budget grid; analyzes, plots every figure and
+    writes the HTML report. Prints each stage on stderr, then the headline numbers (sparsity,
+    Gini, failure AUROC, forward's recovery at the knee) and where every file is. Interrupted?
+    Run it again: it resumes: stages done before with the same settings are skipped.
 
     Args:
-        out: the output directory (resumed when it holds an earlier quickstart run).
-        lab: the lab family (`divscope lab build` output; the committed one by default).
-        fast: a small study that checks every stage end to end (`QuickstartConfig.fast`),
-            instead of `QuickstartConfig()`.
-        overwrite: remove `out` first and start over.
-        progress: stage lines and the commands' progress on stderr.
+        out: the output directory (or its path), resumed when it holds an earlier quickstart
+            run; `overwrite` removes it first and starts over. Each stage is one library call
+            (see the module's docstring for the list) whose outputs go under it.
+        lab: The lab family (divscope lab build); default: the committed one.
+        fast: A small study (a few prompts, samples and budgets; PNG figures only) that checks
+            every stage end to end; its intervals are wide (`QuickstartConfig.fast`, instead
+            of `QuickstartConfig()`).
+        progress: stage lines (`stage i/n name`, its time) and the commands' progress on
+            stderr.
 
     Returns:
         A `QuickstartReport`: the headline, the artifacts and each stage's time.
@@ -446,9 +450,10 @@ def quickstart(
     from divscope.models.threads import torch_threads
 
     config = QuickstartConfig.fast() if fast else QuickstartConfig()
+    out = Output.of(out)
     family = _lab(Path(lab))
-    paths = _Paths(Path(out), tuple(family.checkpoints))
-    records = _prepare(paths.out, overwrite=overwrite)
+    paths = _Paths(out.path, tuple(family.checkpoints))
+    records = _prepare(paths.out, overwrite=out.overwrite)
     stages = _stages(paths, family, config, progress)
     with torch_threads(config.threads):
         runs = _run(stages, paths.out, records, progress)
@@ -597,10 +602,9 @@ def _stages(paths: _Paths, family: _Lab, config: QuickstartConfig, progress: boo
         def run(resume: bool) -> str:
             from divscope.generation.generate import generate as sample
 
-            report = sample(
-                paths.eval_prompts, family.model(model), paths.generated(model),
-                GenerateConfig(sampling), resume=resume, overwrite=not resume, progress=progress,
-            )  # fmt: skip
+            out = PartedOutput(paths.generated(model), overwrite=not resume, resume=resume)
+            report = sample(paths.eval_prompts, family.model(model), out,
+                            GenerateConfig(sampling), progress=progress)  # fmt: skip
             return f"{report.n_responses} new responses"
 
         return run
@@ -612,10 +616,8 @@ def _stages(paths: _Paths, family: _Lab, config: QuickstartConfig, progress: boo
 
         accuracy = {}
         for model in models:
-            report = grade_file(
-                paths.generated(model), paths.graded(model), GradeConfig(LAB_GRADER),
-                overwrite=True,
-            )  # fmt: skip
+            out = Output(paths.graded(model), overwrite=True)
+            report = grade_file(paths.generated(model), out, GradeConfig(LAB_GRADER))
             a = report.accuracy
             accuracy[model] = f"{model} {a.estimate:.1%} [{a.low:.1%}, {a.high:.1%}]"
         base_samples, rl_samples = (read_table(paths.graded(m)) for m in ("base", "rl"))
@@ -624,11 +626,11 @@ def _stages(paths: _Paths, family: _Lab, config: QuickstartConfig, progress: boo
         return "mean@n " + ", ".join(accuracy.values())
 
     def score(trajectories: Path, rl: str, out: Path, resume: bool) -> None:
-        from divscope.params import ModelPair, PartedOutput
+        from divscope.params import PartedOutput
         from divscope.scoring.score import score as score_file
 
-        output = PartedOutput(out, overwrite=not resume, resume=resume)
-        score_file(trajectories, ModelPair(base, rl), output, progress=progress)
+        parted = PartedOutput(out, overwrite=not resume, resume=resume)
+        score_file(trajectories, ModelPair(base, rl), parted, progress=progress)
 
     def checkpoints(resume: bool) -> str:
         for step, path in paths.evolution.items():
@@ -638,7 +640,7 @@ def _stages(paths: _Paths, family: _Lab, config: QuickstartConfig, progress: boo
     def calibrate(resume: bool) -> str:
         from divscope.decoding.calibrate import Target
         from divscope.decoding.calibrate import calibrate as calibrate_gates
-        from divscope.params import ModelPair, Output
+        from divscope.params import Output
 
         calibration = calibrate_gates(
             paths.calibration_prompts, Output(paths.gates, overwrite=True),
@@ -651,7 +653,7 @@ def _stages(paths: _Paths, family: _Lab, config: QuickstartConfig, progress: boo
         from divscope.decoding.cross_sample import Grid
         from divscope.decoding.cross_sample import cross_sample as decode
         from divscope.decoding.settings import Policies
-        from divscope.params import ModelPair, PartedOutput
+        from divscope.params import PartedOutput
 
         policies = Policies(POLICIES, eps=c.eps, rate=c.random_rate, calibration=paths.gates)
         results = decode(

@@ -2,12 +2,12 @@
 concept, and `Flag`, how a parameter reads on the command line.
 
 A command's library entry point takes a few parameters, most of them groups: `ModelPair` (the
-models and where they run), `Output` or `PartedOutput` (where the result goes), `Recovery` (how
-recovery is estimated). The command line is generated from those signatures (`divscope.cli.
-command`): each field is an option named after it (`allow_tokenizer_mismatch` ->
-`--allow-tokenizer-mismatch`), its default is the field's default and its help is the field's
-docstring. So an option, its default and its help have one home: here, or in the configuration
-class that holds it.
+models and where they run; `SinglePlacement` where one model runs), `Output` or `PartedOutput`
+(where the result goes), `Recovery` (how recovery is estimated). The command line is generated
+from those signatures (`divscope.cli.command`): each field is an option named after it
+(`allow_tokenizer_mismatch` -> `--allow-tokenizer-mismatch`), its default is the field's default
+and its help is the field's docstring. So an option, its default and its help have one home:
+here, or in the configuration class that holds it.
 
 >>> pair = ModelPair("fixtures/lab/base", "fixtures/lab/rl")
 >>> pair.placement.device, Output.of("tokens.parquet").path.name
@@ -78,10 +78,10 @@ LIBRARY_ONLY = Flag(cli=False)
 
 
 @dataclass(frozen=True)
-class Placement:
-    """Where and in which dtype the models run.
+class SinglePlacement:
+    """Where and in which dtype one model runs (`generate`'s model).
 
-    >>> Placement(device="cpu").dtype
+    >>> SinglePlacement(device="cpu").dtype
     'auto'
     """
 
@@ -93,6 +93,16 @@ class Placement:
     device_map: str | None = None
     """Passed to from_pretrained (e.g. auto) to spread a large model over GPUs; overrides
     --device (needs pip install 'divscope[big]')."""
+
+
+@dataclass(frozen=True)
+class Placement(SinglePlacement):
+    """Where and in which dtype a model pair runs: one placement for both, or a device each.
+
+    >>> Placement(device="cpu").dtype, Placement(rl_device="cuda:1").device
+    ('auto', 'auto')
+    """
+
     base_device: str | None = None
     """Device of the base model, e.g. cuda:0 (overrides --device for it); the statistics are
     computed on the base model's device."""
@@ -192,4 +202,5 @@ __all__ = [
     "PartedOutput",
     "Placement",
     "Recovery",
+    "SinglePlacement",
 ]

@@ -1,4 +1,5 @@
-"""Session fixtures shared by the whole suite."""
+"""Session fixtures shared by the whole suite (one torch thread and the lab's token tables:
+conftest.py at the repository root)."""
 
 from __future__ import annotations
 
@@ -7,25 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from divscope.models.threads import torch_threads
-from divscope.params import ModelPair
 from tests.tinymodels import save_pair
-
-LAB = Path(__file__).parents[1] / "fixtures" / "lab"
 
 
 @pytest.fixture(scope="session")
 def tiny_pair(tmp_path_factory) -> tuple[Path, Path]:
     """Paths of a saved tiny base/rl pair sharing a word-level tokenizer (vocab 44, head 48)."""
     return save_pair(tmp_path_factory.mktemp("tiny_pair"))
-
-
-@pytest.fixture(scope="module")
-def one_thread():
-    """One torch thread for the module: tiny models decode ~10x faster on one thread than on a
-    contended pool. Use with `pytestmark = pytest.mark.usefixtures("one_thread")`."""
-    with torch_threads(1):
-        yield
 
 
 @pytest.fixture
@@ -39,18 +28,6 @@ def tiny_prompts(tmp_path) -> Path:
     path = tmp_path / "prompts.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
-
-
-@pytest.fixture(scope="session")
-def lab_tokens_path(tmp_path_factory) -> Path:
-    """The token table of the committed lab's `trajectories.jsonl`, RL vs base, scored once per
-    session (slow tests only: about 5 s on 2 cores)."""
-    from divscope import score
-
-    out = tmp_path_factory.mktemp("lab_tokens") / "tokens.parquet"
-    score(LAB / "trajectories.jsonl", ModelPair(str(LAB / "base"), str(LAB / "rl")), out,
-          progress=False)  # fmt: skip
-    return out
 
 
 # ---------------------------------------------------------------- a real byte-level BPE pair

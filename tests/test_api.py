@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import inspect
 import re
+import typing
 from pathlib import Path
 
 import pytest
 import typer.main
+from typer.core import TyperGroup
 
 import divscope
+from divscope.cli import COMMANDS as GENERATED
 from divscope.cli import app
+from divscope.cli.lab import COMMANDS as LAB_GENERATED
+from divscope.params import LIBRARY_ONLY
 
 README = Path(__file__).parents[1] / "README.md"
 # Command -> the module that defines it.
@@ -40,8 +45,27 @@ def test_each_command_is_a_documented_function_of_divscope(name, module):
 
 
 def test_every_cli_command_has_its_library_function():
-    commands = {command.name for command in app.registered_commands}
+    group = typer.main.get_command(app)
+    commands = set(group.list_commands(typer.Context(group))) - {"lab"}
     assert {name.replace("_", "-") for name in COMMANDS} == commands
+
+
+MAX_OPTION_PARAMETERS = 6
+"""Parameters with an option that an entry point takes at most: a few, most of them groups."""
+
+
+@pytest.mark.parametrize("name", [*GENERATED, *(f"lab {name}" for name in LAB_GENERATED)])
+def test_each_generated_command_takes_a_few_parameters(name):
+    """An entry point's parameters that have an option (not `LIBRARY_ONLY`) are at most six."""
+    command = GENERATED.get(name) or LAB_GENERATED[name.removeprefix("lab ")]
+    function = command.function()
+    hints = typing.get_type_hints(function, include_extras=True)
+    with_option = [
+        parameter
+        for parameter in inspect.signature(function).parameters
+        if LIBRARY_ONLY not in getattr(hints.get(parameter), "__metadata__", ())
+    ]
+    assert len(with_option) <= MAX_OPTION_PARAMETERS, f"{command.target}: {with_option}"
 
 
 def test_the_readme_lists_each_command_once():
@@ -50,14 +74,20 @@ def test_the_readme_lists_each_command_once():
     section = README.read_text(encoding="utf-8").split("\n## Commands\n", 1)[1]
     block = re.search(r"^```bash\n(.*?)^```", section, re.M | re.S)[1]
     cli = typer.main.get_command(app)
+    context = typer.Context(cli)
+    groups = {
+        name: command.list_commands(typer.Context(command, parent=context))
+        for name in cli.list_commands(context)
+        if isinstance(command := cli.get_command(context, name), TyperGroup)
+    }
     commands = [
-        f"{name} {sub}" if hasattr(command, "commands") else name
-        for name, command in cli.commands.items()
-        for sub in getattr(command, "commands", [None])
+        f"{name} {sub}" if name in groups else name
+        for name in cli.list_commands(context)
+        for sub in groups.get(name, [None])
     ]
     listed = []
     for line in block.splitlines():
         program, name, sub, *_ = line.split()
         assert program == "divscope", line
-        listed.append(f"{name} {sub}" if hasattr(cli.commands[name], "commands") else name)
+        listed.append(f"{name} {sub}" if name in groups else name)
     assert sorted(listed) == sorted(commands)

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import typer
+from typer.core import TyperGroup
 from typer.main import get_command
 
 from divscope.cli import app
@@ -27,10 +29,10 @@ MODULES_WITH_EXAMPLES = [
         "distribution", "evolution", "failure", "flips", "position", "sampling", "shift",
         "summary", "switches", "tokens",
     )),
-    "divscope.estimators", "divscope.formatting",
+    "divscope.answers", "divscope.estimators", "divscope.formatting",
     "divscope.generation",
     *(f"divscope.grading.{name}" for name in (
-        "accuracy", "answer", "exact_grader", "math_grader", "pool", "registry", "table",
+        "accuracy", "exact_grader", "math_grader", "pool", "registry", "table",
     )),
     "divscope.lab", "divscope.lab.task", "divscope.lab.grpo", "divscope._lazy",
     *(f"divscope.models.{name}" for name in ("head", "lengths", "placement", "threads")),
@@ -163,12 +165,14 @@ def problem(shown: Shown) -> str | None:
     (a concrete one) arguments its command line refuses, parsed without running the command;
     None when nothing is."""
     command, names, args = get_command(app), ["divscope"], shown.args
+    context = typer.Context(command)
     # Names lead to a command through its groups (`lab build`); `divscope ...` names none.
-    while hasattr(command, "commands") and args and not args[0].startswith(("-", "...")):
+    while isinstance(command, TyperGroup) and args and not args[0].startswith(("-", "...")):
         names.append(args[0])
-        command, args = command.get_command(None, args[0]), args[1:]  # generated ones too
+        command, args = command.get_command(context, args[0]), args[1:]
         if command is None:
             return f"{shown.where}: {' '.join(names)!r} is not a divscope command"
+        context = typer.Context(command, parent=context)
     name = " ".join(names)
     options = {opt for param in command.params for opt in (*param.opts, *param.secondary_opts)}
     # A synopsis writes `[--top-p 0.7]`; a command may write `--flag=value`.
@@ -176,7 +180,7 @@ def problem(shown: Shown) -> str | None:
     unknown = sorted(flags - options - {"--help"})
     if unknown:
         return f"{shown.where}: {name} has no option {', '.join(unknown)}"
-    if shown.concrete and not hasattr(command, "commands") and "--help" not in args:
+    if shown.concrete and not isinstance(command, TyperGroup) and "--help" not in args:
         try:
             command.make_context(name, list(args))
         except Exception as error:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, Qwen2Config
@@ -30,8 +32,8 @@ from divscope.memory_plan import (
 from divscope.models.loading import load_models
 from divscope.models.tokenizers import load_tokenizer
 from divscope.scoring.engine import ScoreConfig, score_table
-from tests.conftest import LAB
 
+LAB = Path(__file__).parents[1] / "fixtures" / "lab"
 QWEN_7B = Qwen2Config(
     vocab_size=152_064, hidden_size=3_584, intermediate_size=18_944, num_hidden_layers=28,
     num_attention_heads=28, num_key_value_heads=4, tie_word_embeddings=False,

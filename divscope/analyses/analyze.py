@@ -60,17 +60,11 @@ def analyze(
         DivscopeError: an existing `out` without `overwrite`, a missing table, file or column,
             or JS thresholds on another core metric without `rescale_thresholds`.
 
-    Example (the lab in `fixtures/lab`, from the repository root):
+    Example (`lab_tokens`: the token table of the lab's first 8 trajectories, see conftest.py):
         >>> import tempfile
-        >>> import polars as pl
         >>> import divscope
-        >>> from divscope.params import ModelPair
         >>> tmp = tempfile.TemporaryDirectory()
-        >>> few, tokens = f"{tmp.name}/few.jsonl", f"{tmp.name}/tokens.parquet"
-        >>> pl.read_ndjson("fixtures/lab/trajectories.jsonl").head(8).write_ndjson(few)
-        >>> lab = ModelPair("fixtures/lab/base", "fixtures/lab/rl")
-        >>> summary = divscope.score(few, lab, tokens, progress=False)
-        >>> result = divscope.analyze(tokens, f"{tmp.name}/summary.json")
+        >>> result = divscope.analyze(lab_tokens, f"{tmp.name}/summary.json")
         >>> result.n_responses, result.core.metric, result.takeover.metric
         (8, 'js', 'ce_base_rl')
         >>> tmp.cleanup()

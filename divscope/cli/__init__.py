@@ -9,35 +9,58 @@ message and exit status 2, never a traceback.
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 
 import typer
 from typer.core import TyperGroup
 
 from divscope import __version__
+from divscope.cli.command import Command
 from divscope.errors import DivscopeError, DivscopeWarning
 
 
-class _Group(TyperGroup):
-    """The app's group: the commands of `COMMANDS` built on first use, errors as one line."""
+class _Lazy(TyperGroup):
+    """A group whose generated commands (`generated`) are built on first use."""
+
+    def generated(self) -> dict[str, Command]:
+        """The generated commands, by name, in the order of the help."""
+        raise NotImplementedError
 
     def list_commands(self, ctx) -> list[str]:
-        return [*COMMANDS, *super().list_commands(ctx)]
+        return [*self.generated(), *super().list_commands(ctx)]
 
     def get_command(self, ctx, name: str):
-        if name not in COMMANDS:
+        if name not in self.generated():
             return super().get_command(ctx, name)
-        return _built(name)
+        return _built(name, self.generated()[name])
 
     def format_commands(self, ctx, formatter) -> None:
         """The command list, with each generated command's summary read without importing it."""
-        rows = [(name, command.summary()) for name, command in COMMANDS.items()]
+        rows = [(name, command.summary()) for name, command in self.generated().items()]
         for name in super().list_commands(ctx):
             rows.append((name, super().get_command(ctx, name).get_short_help_str(80)))
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
+
+class _LabGroup(_Lazy):
+    """`divscope lab`: the commands of `divscope.cli.lab.COMMANDS`."""
+
+    def generated(self) -> dict[str, Command]:
+        return _lab.COMMANDS
+
+
+class _Group(_Lazy):
+    """The app's group: the commands of `COMMANDS` built on first use, errors as one line."""
+
+    def generated(self) -> dict[str, Command]:
+        return COMMANDS
+
     def invoke(self, ctx):
+        if os.getcwd() not in sys.path:  # so that --grader mymodule:check finds ./mymodule.py
+            sys.path.insert(0, os.getcwd())
         with warnings.catch_warnings():
             warnings.simplefilter("default", DivscopeWarning)
             show = warnings.showwarning
@@ -90,12 +113,12 @@ def _main(
     """divscope: token-level divergence between a base model and its RL twin."""
 
 
-def _built(name: str):
-    """The click command of `COMMANDS[name]`, its options read from the entry point."""
+def _built(name: str, command: Command):
+    """The click command `name` of `command`, its options read from the entry point."""
     single = typer.Typer(
         pretty_exceptions_enable=False, add_completion=False, rich_markup_mode=None
     )
-    single.command(name)(COMMANDS[name].callback())
+    single.command(name)(command.callback())
     return typer.main.get_command(single)
 
 
@@ -119,11 +142,11 @@ COMMANDS = {
     "report": _report.COMMAND,
     "cross-sample": _cross_sample.COMMAND,
     "calibrate": _calibrate.COMMAND,
+    "generate": _generate.COMMAND,
+    "grade": _grade.COMMAND,
+    "weights": _weights.COMMAND,
+    "quickstart": _quickstart.COMMAND,
 }
 """The generated commands, in the order of the help."""
 
-app.command("generate")(_generate.generate)
-app.command("grade")(_grade.grade)
-app.command("weights")(_weights.weights)
-app.command("quickstart")(_quickstart.quickstart)
-app.add_typer(_lab.app, name="lab")
+app.add_typer(_lab.app, name="lab", cls=_LabGroup)

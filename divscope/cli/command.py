@@ -69,7 +69,8 @@ class Option:
                 extra["show_default"] = False if default is None else _text(default)
                 default = None
         elif _origin(kind) is tuple:
-            kind = list[typing.get_args(_optional(kind))[0]] | None
+            item = _path_like(_items(kind))
+            kind = list[item] | None
             if not required:
                 extra["show_default"] = _text(default) if default else False
                 default = None
@@ -121,10 +122,14 @@ class Command:
         return getattr(importlib.import_module(module), name)
 
     def summary(self) -> str:
-        """The first line of the entry point's docstring, read from its source (no import)."""
+        """The first line of the entry point's docstring, read from its source (no import: not
+        even of its packages, whose `__init__` may import torch)."""
         module, name = self.target.split(":")
-        origin = importlib.util.find_spec(module).origin  # type: ignore[union-attr]
-        tree = ast.parse(Path(origin).read_text(encoding="utf-8"))  # type: ignore[arg-type]
+        top, *inner = module.split(".")
+        spec = importlib.util.find_spec(top)
+        path = Path(list(spec.submodule_search_locations)[0], *inner)  # type: ignore[union-attr]
+        source = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+        tree = ast.parse(source.read_text(encoding="utf-8"))
         for node in tree.body:
             if isinstance(node, ast.FunctionDef) and node.name == name:
                 paragraph = (ast.get_docstring(node) or "").split("\n\n", 1)[0]
@@ -296,6 +301,11 @@ def _optional(kind: Any) -> Any:
 def _origin(kind: Any) -> Any:
     """`tuple` for `tuple[X, ...]` and `tuple[X, ...] | None`; else the type's origin."""
     return typing.get_origin(_optional(kind))
+
+
+def _items(kind: Any) -> Any:
+    """`X` of `tuple[X, ...]` or `tuple[X, ...] | None`."""
+    return typing.get_args(_optional(kind))[0]
 
 
 def _path_like(kind: Any) -> Any:

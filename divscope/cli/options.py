@@ -9,9 +9,6 @@ import typer
 BaseModel = Annotated[
     str, typer.Option("--base", help="Base model: a local directory or a hub id.")
 ]
-RLModel = Annotated[
-    str, typer.Option("--rl", help="RL-fine-tuned model: a local directory or a hub id.")
-]
 Overwrite = Annotated[bool, typer.Option("--overwrite", help="Replace the output if it exists.")]
 Resume = Annotated[
     bool,
@@ -163,33 +160,6 @@ MaxMemory = Annotated[
         help="Memory the run may use per device, e.g. 70GiB: chooses --chunk-rows, "
         "--batch-tokens and --batch-size where not given (the plan is printed). Default: the "
         "free memory of each GPU; on the CPU, the fixed defaults.",
-    ),
-]
-TensorParallelSize = Annotated[
-    int,
-    typer.Option(
-        "--tensor-parallel-size",
-        min=1,
-        help="GPUs the model is sharded over (vllm only); samples differ from one size to another.",
-    ),
-]
-GPUMemoryUtilization = Annotated[
-    float,
-    typer.Option(
-        "--gpu-memory-utilization",
-        min=0.0,
-        max=1.0,
-        help="Share of each GPU's memory that vLLM takes for weights, activations and KV cache "
-        "(vllm only).",
-    ),
-]
-MaxModelLen = Annotated[
-    int | None,
-    typer.Option(
-        "--max-model-len",
-        min=1,
-        help="Longest prompt + response vLLM reserves KV cache for (vllm only; default: the "
-        "model's context); lower it when the full context does not fit in memory.",
     ),
 ]
 

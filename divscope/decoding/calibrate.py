@@ -37,8 +37,8 @@ class CalibrationModels(ModelPair):
 class Target:
     """What the gates are calibrated for, and on how many base samples.
 
-    >>> Target(rate=0.05, window=16).n
-    8
+    >>> Target(rate=0.05, window=16).n  # the default: 4 base samples per calibration prompt
+    4
     """
 
     rate: Annotated[float, Flag(min=0.0, max=1.0)] = TAKEOVER_RATE
@@ -84,19 +84,13 @@ def calibrate(
         DivscopeError: an existing output without `overwrite`, only one of `base`/`rl`, a
             source that is neither, or a degenerate calibration set.
 
-    Example (the lab in `fixtures/lab`, from the repository root):
+    Example (`lab_tokens`: the token table of the lab's first 8 trajectories, see conftest.py):
         >>> import tempfile
-        >>> import polars as pl
         >>> import divscope
         >>> from divscope.decoding.calibrate import Target
-        >>> from divscope.params import ModelPair
         >>> tmp = tempfile.TemporaryDirectory()
-        >>> few, tokens = f"{tmp.name}/few.jsonl", f"{tmp.name}/tokens.parquet"
-        >>> pl.read_ndjson("fixtures/lab/trajectories.jsonl").head(8).write_ndjson(few)
-        >>> lab = ModelPair("fixtures/lab/base", "fixtures/lab/rl")
-        >>> summary = divscope.score(few, lab, tokens, progress=False)
         >>> calibration = divscope.calibrate(
-        ...     tokens, f"{tmp.name}/gates.json", Target(rate=0.05, window=16), progress=False)
+        ...     lab_tokens, f"{tmp.name}/gates.json", Target(rate=0.05, window=16), progress=False)
         >>> sorted(calibration.gates), calibration.n_tokens
         (['entropy', 'gated'], 731)
         >>> tmp.cleanup()

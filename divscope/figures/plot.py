@@ -79,18 +79,12 @@ def plot(
         DivscopeError: unknown names or formats, an existing `out` without `overwrite`, a
             table that cannot be read, or `reference`/`recovery_at` without `cross_sample`.
 
-    Example (the lab in `fixtures/lab`, from the repository root):
+    Example (`lab_tokens`: the token table of the lab's first 8 trajectories, see conftest.py):
         >>> import tempfile
-        >>> import polars as pl
         >>> import divscope
-        >>> from divscope.params import ModelPair
         >>> tmp = tempfile.TemporaryDirectory()
-        >>> few, tokens = f"{tmp.name}/few.jsonl", f"{tmp.name}/tokens.parquet"
-        >>> pl.read_ndjson("fixtures/lab/trajectories.jsonl").head(8).write_ndjson(few)
-        >>> lab = ModelPair("fixtures/lab/base", "fixtures/lab/rl")
-        >>> summary = divscope.score(few, lab, tokens, progress=False)
         >>> report = divscope.plot(
-        ...     tokens, f"{tmp.name}/figures", names=["lorenz", "percentile_curve"])
+        ...     lab_tokens, f"{tmp.name}/figures", names=["lorenz", "percentile_curve"])
         >>> sorted(report.written), report.written["lorenz"][0].name
         (['lorenz', 'percentile_curve'], 'lorenz.png')
         >>> tmp.cleanup()

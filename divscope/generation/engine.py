@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 from divscope.defaults import (
     SAMPLES,
@@ -26,6 +26,7 @@ from divscope.defaults import (
     VLLM_TENSOR_PARALLEL_SIZE,
 )
 from divscope.errors import DivscopeError
+from divscope.params import Flag
 
 EngineName = Literal["hf", "vllm"]
 ENGINES: tuple[str, ...] = ("hf", "vllm")
@@ -35,20 +36,22 @@ ENGINES: tuple[str, ...] = ("hf", "vllm")
 class Sampling:
     """What every engine needs to sample responses."""
 
-    n: int = SAMPLES
-    """Responses per prompt (sample ids 0..n-1)."""
-    temperature: float = TEMPERATURE
+    n: Annotated[int, Flag("--n", "-n", min=1)] = SAMPLES
+    """Responses sampled per prompt, sample ids 0..n-1 (write -n under torchrun, which takes
+    --n for an abbreviation of its own options)."""
+    temperature: Annotated[float, Flag(min=0.0)] = TEMPERATURE
     """Sampling temperature (> 0)."""
-    top_p: float = TOP_P
+    top_p: Annotated[float, Flag(min=0.0, max=1.0)] = TOP_P
     """Sampling top-p, HF/vLLM semantics (docs/contracts.md, "Definitions")."""
-    max_new_tokens: int | None = None
-    """Length cap of a response; a capped response has `finished` false. None: 8,000,
-    capped prompt by prompt by the model's context."""
+    max_new_tokens: Annotated[int | None, Flag(min=1)] = None
+    """Longest response in tokens; longer ones are cut there (`finished` false). Default:
+    8000, capped prompt by prompt by the model's context (the cap is printed)."""
     seed: int = SEED
-    """Seed of the sampling."""
+    """Seed of the sampling; the same seed, the same output."""
     stop: tuple[str, ...] = ()
-    """Tokens that end a response besides the model's EOS tokens (tokenizer and generation
-    config): ids or single-token strings (--stop)."""
+    """Another token that ends a response, besides the model's EOS tokens (tokenizer and
+    generation config): a token id or a string that is one token, e.g. '<|im_end|>' (repeat
+    for several)."""
 
 
 @dataclass(frozen=True)
@@ -59,15 +62,15 @@ class VLLMOptions:
     1
     """
 
-    tensor_parallel_size: int = VLLM_TENSOR_PARALLEL_SIZE
-    """GPUs the model is sharded over (--tensor-parallel-size); it changes the arithmetic, so
-    samples differ from one size to another."""
-    gpu_memory_utilization: float = VLLM_GPU_MEMORY_UTILIZATION
-    """Share of each GPU's memory vLLM takes for weights, activations and KV cache
-    (--gpu-memory-utilization); lower it when something else shares the GPU."""
-    max_model_len: int | None = VLLM_MAX_MODEL_LEN
-    """Longest prompt + response vLLM reserves KV cache for (--max-model-len); None: the
-    model's context. Lower it for a long-context model whose full context does not fit."""
+    tensor_parallel_size: Annotated[int, Flag(min=1)] = VLLM_TENSOR_PARALLEL_SIZE
+    """GPUs the model is sharded over (vllm only); it changes the arithmetic, so samples differ
+    from one size to another."""
+    gpu_memory_utilization: Annotated[float, Flag(min=0.0, max=1.0)] = VLLM_GPU_MEMORY_UTILIZATION
+    """Share of each GPU's memory that vLLM takes for weights, activations and KV cache (vllm
+    only); lower it when something else shares the GPU."""
+    max_model_len: Annotated[int | None, Flag(min=1)] = VLLM_MAX_MODEL_LEN
+    """Longest prompt + response vLLM reserves KV cache for (vllm only; default: the model's
+    context); lower it when the full context does not fit in memory."""
 
     def __post_init__(self) -> None:
         if self.tensor_parallel_size < 1:

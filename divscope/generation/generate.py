@@ -14,11 +14,11 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import polars as pl
 
-from divscope.defaults import DEVICE, DTYPE, ENGINE
+from divscope.defaults import DEVICE, ENGINE
 from divscope.distributed import World
 from divscope.errors import DivscopeError
 from divscope.generation.engine import (
@@ -29,8 +29,9 @@ from divscope.generation.engine import (
     Sampling,
     VLLMOptions,
 )
-from divscope.memory_plan import format_bytes
+from divscope.memory_plan import format_bytes, parse_memory
 from divscope.output import check_output, frame_digest, share_note, written
+from divscope.params import LIBRARY_ONLY, Flag, PartedOutput, SinglePlacement
 from divscope.progress import Progress, note
 from divscope.schema import GENERATED
 
@@ -42,19 +43,21 @@ class GenerateConfig:
     sampling: Sampling = Sampling()
     """n, temperature, top-p, length cap and seed."""
     engine: EngineName = ENGINE
-    """`hf` (the lockstep decoder, any transformers model) or `vllm` (needs `divscope[vllm]`)."""
+    """hf (transformers, the lockstep decoder; any transformers model) or vllm (needs
+    `divscope[vllm]`)."""
     chat_template: bool = False
-    """Wrap each raw question in the tokenizer's chat template (--chat-template)."""
-    batch_size: int | None = None
-    """Sequences decoded together (`hf` only: vLLM schedules its own batches over all prompts
-    at once); on the CPU results do not depend on it. None: as many as fit
-    (`memory_plan.plan_decoding`: on a GPU, or with `max_memory`), else `BATCH_SIZE`."""
-    max_memory: int | None = None
-    """Bytes the run may use per device (--max-memory, `hf` only), weights included: the
-    budget of a batch size left None. None: on a GPU its free memory once the model is
-    loaded; on the CPU no plan."""
+    """Wrap each raw question in the tokenizer's chat template."""
+    batch_size: Annotated[int | None, Flag(min=1)] = None
+    """Sequences decoded together (hf only: vLLM schedules its own batches over all prompts
+    at once); on the CPU results do not depend on it. Default: as many as fit --max-memory
+    (`memory_plan.plan_decoding`; the plan is printed); on the CPU without it, 32
+    (`BATCH_SIZE`)."""
+    max_memory: Annotated[int | None, Flag(parse=parse_memory, metavar="SIZE")] = None
+    """Memory the run may use per device, e.g. 70GiB (hf only), weights included: chooses
+    --batch-size where not given (the plan is printed). Default: the free memory of each GPU
+    once the model is loaded; on the CPU, no plan."""
     vllm: VLLMOptions = VLLMOptions()
-    """Tensor parallelism, GPU memory share and context length (`vllm` only)."""
+    """Tensor parallelism, GPU memory share and context length (vllm only)."""
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -128,38 +131,33 @@ class GenerateReport:
 
 def generate(
     prompts: str | os.PathLike,
-    model: str,
-    out: str | os.PathLike,
+    model: Annotated[str, Flag("--model", "-m")],
+    out: PartedOutput,
     config: GenerateConfig = GenerateConfig(),
+    placement: SinglePlacement = SinglePlacement(),  # noqa: B008 (frozen, hashable)
     *,
-    dtype: str = DTYPE,
-    device: str = DEVICE,
-    device_map: str | None = None,
-    overwrite: bool = False,
-    resume: bool = False,
-    shard: str | None = None,
-    progress: bool = True,
+    progress: Annotated[bool, LIBRARY_ONLY] = True,
 ) -> GenerateReport:
     """Sample responses to every prompt from a model and write them as trajectories.
 
-    `config.sampling.n` responses per prompt.
+    --n responses per prompt of PROMPTS from --model, written to --out. Rows carry token ids and
+    text (prompt_ids, response_ids, prompt, response), n_tokens, finished (ended with EOS) and the
+    prompts' other columns (e.g. answer). Each prompt is written as soon as its --n responses are
+    done; an interrupted run continues where it stopped with --resume. --engine vllm queues every
+    prompt at once.
 
     Args:
-        prompts: Parquet or JSONL prompts: `prompt_id`, `prompt` (text) or `prompt_ids`,
-            optional `answer` and other columns (carried into every response row).
-        model: a local directory or a hub id.
-        out: a directory of parts, or a `.parquet` / `.jsonl` file assembled at the end.
+        prompts: Prompts: Parquet or JSONL with prompt_id and prompt (text) or prompt_ids,
+            optional answer and other columns (carried into every response row).
+        model: The model: a local directory or a hub id.
+        out: the trajectories (or their path): a directory of per-prompt parts, or a `.parquet`
+            / `.jsonl` file assembled when all prompts are done. `resume` skips the prompts
+            already written, after checking that the settings and prompts are the same;
+            `shard` `i/n` does share i of n of the prompts (a SLURM array; `out` must then be a
+            directory; under torchrun each process takes its share by itself).
         config: sampling, engine, chat template, batch size (`hf`) and vLLM options.
-        dtype: weights dtype, `auto`, `float32`, `bfloat16` or `float16`.
-        device: `auto`, `cpu`, `cuda` or `cuda:N` (`hf`; vLLM places the model itself).
-        device_map: passed to `from_pretrained` for models larger than one GPU (`hf`; use
-            `config.vllm.tensor_parallel_size` under `vllm`).
-        overwrite: start over, replacing an existing output.
-        resume: continue an interrupted run (or start it): skip the prompts already written,
-            after checking that the settings and prompts are the same.
-        shard: `i/n`: do share i of n of the prompts, as one of n independent processes (a
-            SLURM array); `out` must then be a directory. Under torchrun each process takes
-            its share by itself.
+        placement: dtype, and device or device map (`hf`; vLLM places the model itself: use
+            `config.vllm.tensor_parallel_size` for a model larger than one GPU).
         progress: show a progress bar over prompts on stderr.
 
     Returns:
@@ -190,19 +188,21 @@ def generate(
     from divscope.output import Parts
     from divscope.prompts import chat_prompts, prompt_texts, prompt_token_ids, read_prompts
 
+    out = PartedOutput.of(out)
+    device, device_map = placement.device, placement.device_map
     if config.engine == "vllm" and (device != DEVICE or device_map is not None):
         flag = "--device-map" if device_map is not None else f"--device {device}"
         raise DivscopeError(
             f"{flag}: not used by --engine vllm, which places the model on the GPUs itself; "
             "drop it (and shard a large model with --tensor-parallel-size)."
         )
-    world = current_world(shard, device, device_map)
+    world = current_world(out.shard, device, device_map)
     if config.engine == "vllm" and world.group:
         raise DivscopeError(
             "--engine vllm under torchrun: vLLM runs its own processes; start one generate per "
             "GPU (or per --tensor-parallel-size group) with --shard i/n instead."
         )
-    check_output(out, world)
+    check_output(out.path, world)
     frame = read_prompts(prompts)
     tokenizer = load_tokenizer(model)
     if config.chat_template:
@@ -212,8 +212,8 @@ def generate(
         texts = prompt_texts(frame, ids, tokenizer)
     keys = frame["prompt_id"].to_list()
     parts = Parts.start(
-        out, "generate", _settings(model, config, keys, ids), len(keys),
-        resume=resume, overwrite=overwrite, world=world,
+        out.path, "generate", _settings(model, config, keys, ids), len(keys),
+        resume=out.resume, overwrite=out.overwrite, world=world,
     )  # fmt: skip
     mine = [] if parts.finished else world.share([len(x) for x in ids])
     done = parts.done(mine)
@@ -221,7 +221,9 @@ def generate(
     carried = frame.drop([c for c in frame.columns if c in GENERATED])
     requests = [(keys[i], ids[i]) for i in todo]
     engine = (
-        _engine(model, tokenizer, config, dtype, world.device(device), device_map, progress)
+        _engine(
+            model, tokenizer, config, placement.dtype, world.device(device), device_map, progress
+        )  # fmt: skip
         if todo
         else None
     )
@@ -246,7 +248,7 @@ def generate(
             bar.update(1)
     complete = parts.finish(world)
     return GenerateReport(
-        Path(out), len(keys), len(done), n_responses, n_finished, n_tokens, complete, world
+        out.path, len(keys), len(done), n_responses, n_finished, n_tokens, complete, world
     )
 
 

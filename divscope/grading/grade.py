@@ -17,6 +17,7 @@ from divscope.grading.registry import get_grader
 from divscope.grading.table import GradeConfig, grade_table
 from divscope.io import read_table, write_table
 from divscope.output import check_target
+from divscope.params import Output
 from divscope.schema import require_columns
 
 
@@ -51,26 +52,26 @@ class GradeReport:
 
 
 def grade(
-    source: str | os.PathLike,
-    out: str | os.PathLike,
+    responses: str | os.PathLike,
+    out: Output,
     config: GradeConfig = GradeConfig(),  # noqa: B008 (frozen, hashable)
     *,
     answers: str | os.PathLike | None = None,
-    overwrite: bool = False,
 ) -> GradeReport:
     """Grade every response against its gold answer and write the graded table.
 
-    The responses of a trajectory or cross-sample results file; `out` gets every input column plus
-    `correct` and `grade_note` (replaced if present), as Parquet (`.parquet`), JSONL (`.jsonl`) or a
-    directory of parts (any other path). `out` may be `source` itself with `overwrite`: the input is
-    read whole first and replaced atomically.
+    Reads RESPONSES, writes --out. Adds `correct` and `grade_note` (why a response could not be
+    graded cleanly: no \\boxed{}, timeout, ...; replaced if present) to every input column and
+    prints mean@n with a problem-level 95% bootstrap interval. --out is Parquet (`.parquet`),
+    JSONL (`.jsonl`) or a directory of parts (any other path); it may be RESPONSES itself with
+    --overwrite: the input is read whole first and replaced atomically.
 
     Args:
-        source: trajectories or cross-sample results with `prompt_id` and `response`.
-        out: where to write the graded table.
+        responses: Trajectories or cross-sample results with 'prompt_id' and 'response'.
+        out: the graded table (or its path); `overwrite` replaces it if it exists.
         config: the grader, its timeout and the number of workers.
-        answers: a prompts file with `prompt_id` and `answer`, when `source` has no answers.
-        overwrite: replace `out` if it exists.
+        answers: Prompts file with 'prompt_id' and 'answer', for responses without an 'answer'
+            column.
 
     Returns:
         Counts, mean@n with its interval, and the `grade_note`s.
@@ -90,13 +91,15 @@ def grade(
         (512, 64)
         >>> tmp.cleanup()
     """
-    check_target(out, overwrite=overwrite)
+    out = Output.of(out)
+    check_target(out.path, overwrite=out.overwrite)
     get_grader(config.grader)  # an unknown grader fails before a large input is read
-    frame = read_table(source)
-    require_columns(frame.columns, ["prompt_id", "response"], source=str(source), what="grading")
+    frame = read_table(responses)
+    needed = ["prompt_id", "response"]
+    require_columns(frame.columns, needed, source=str(responses), what="grading")
     gold = None if answers is None else read_table(answers)
     graded = grade_table(frame, config, answers=gold)
-    write_table(graded, out, overwrite=overwrite)
+    write_table(graded, out.path, overwrite=out.overwrite)
     notes = Counter(note for note in graded["grade_note"].to_list() if note is not None)
     return GradeReport(
         n_responses=graded.height,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Annotated
 
 import polars as pl
 
@@ -21,6 +22,7 @@ from divscope.errors import DivscopeError
 from divscope.grading.pool import TimeoutPool
 from divscope.grading.registry import grader_target
 from divscope.grading.verdict import Verdict
+from divscope.params import Flag
 from divscope.schema import GRADED, require_columns
 
 
@@ -29,11 +31,13 @@ class GradeConfig:
     """How to grade responses."""
 
     grader: str = GRADER
-    """A registered grader (`math`, `exact`, `lab`) or a user function as `module:function`."""
-    timeout: float = GRADE_TIMEOUT
-    """Wall-clock seconds per response; an overrun grades False with a `timeout` note."""
-    workers: int | None = None
-    """Worker processes; None means one per CPU, at most 8."""
+    """math (Math-Verify on the last \\boxed{}), exact, lab, or your own function as
+    module:function taking (response, answer) and returning a bool (or a `Verdict`)."""
+    timeout: Annotated[float, Flag("--grade-timeout", min=0.0)] = GRADE_TIMEOUT
+    """Wall-clock seconds allowed to grade one response; an overrun counts as incorrect (a
+    `timeout` note)."""
+    workers: Annotated[int | None, Flag(min=1)] = None
+    """Grading processes (default: CPUs, at most 8)."""
 
 
 def grade_table(

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated
 
 import torch
 import transformers
@@ -37,6 +38,7 @@ from divscope.lab.sft import SFTConfig, train_sft
 from divscope.lab.task import Problem, TaskConfig, sample_problem, teacher_solution, verify
 from divscope.lab.tokenizer import build_tokenizer
 from divscope.models.threads import torch_threads
+from divscope.params import LIBRARY_ONLY
 
 # Offsets that give each random stream of a build its own seed.
 _PROMPTS, _INIT, _PRETRAIN, _GRPO, _SFT, _EVAL, _TRAJECTORIES, _TOKENIZER = range(8)
@@ -91,36 +93,50 @@ class BuildConfig:
 
 
 def build(
-    out_dir: Path,
+    out_dir: str | os.PathLike,
+    *,
     seed: int = SEED,
-    config: BuildConfig | None = None,
-    log: Callable[[str], None] = lambda line: None,
+    smoke: bool = False,
+    config: Annotated[BuildConfig | None, LIBRARY_ONLY] = None,
+    log: Annotated[Callable[[str], None], LIBRARY_ONLY] = print,
 ) -> dict:
     """Train the lab family from scratch and write it to a directory.
 
-    base (pretraining), rl (GRPO), its checkpoints rl-step-N and sft, into `out_dir`.
+    base (pretraining), rl (GRPO), rl-step-N and sft, into OUT_DIR.
 
     Args:
-        out_dir: output directory; must not exist or be empty.
-        seed: seed of every random stream (same seed and config: same weights and accuracies).
-        config: stage settings; `BuildConfig()` is the committed family's.
-        log: receives progress lines.
+        out_dir: New or empty directory to write the family to.
+        seed: Seed of every random stream (same seed and config: same weights and accuracies).
+        smoke: A few steps of each stage only (`BuildConfig.smoke`): checks the set-up quickly.
+        config: stage settings; None: `BuildConfig()`, the committed family's (or
+            `BuildConfig.smoke()` with `smoke`).
+        log: receives each progress line (default: printed). transformers' progress bars are
+            off during the build: one per checkpoint load would drown the lines.
 
     Returns:
         The content of `out_dir/build.json`.
 
     Raises:
-        DivscopeError: if `out_dir` exists and is not an empty directory.
+        DivscopeError: if `out_dir` exists and is not an empty directory, or both `smoke` and
+            `config` are given.
     """
-    config = config or BuildConfig()
+    if smoke and config is not None:
+        raise DivscopeError("lab build: smoke and config both given; pass one.")
+    config = config or (BuildConfig.smoke() if smoke else BuildConfig())
     out_dir = Path(out_dir)
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise DivscopeError(
             f"lab build: output directory {str(out_dir)!r} exists and is not empty; "
             "pass a new or empty directory"
         )
-    with torch_threads(config.threads):
-        return _build(out_dir, seed, config, log)
+    bars = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.utils.logging.disable_progress_bar()
+    try:
+        with torch_threads(config.threads):
+            return _build(out_dir, seed, config, log)
+    finally:
+        if bars:
+            transformers.utils.logging.enable_progress_bar()
 
 
 def _build(out_dir: Path, seed: int, config: BuildConfig, log: Callable[[str], None]) -> dict:

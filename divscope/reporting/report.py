@@ -158,17 +158,12 @@ def report(
         DivscopeError: an existing `out` without `overwrite`, `responses` < 1, a table that
             cannot be read, or a tokenizer that cannot be loaded.
 
-    Example (the lab in `fixtures/lab`, from the repository root):
+    Example (`lab_tokens`: the token table of the lab's first 8 trajectories, see conftest.py):
         >>> import tempfile
-        >>> import polars as pl
         >>> import divscope
-        >>> from divscope.params import ModelPair, Recovery
+        >>> from divscope.params import Recovery
         >>> tmp = tempfile.TemporaryDirectory()
-        >>> few, tokens = f"{tmp.name}/few.jsonl", f"{tmp.name}/tokens.parquet"
-        >>> pl.read_ndjson("fixtures/lab/trajectories.jsonl").head(8).write_ndjson(few)
-        >>> lab = ModelPair("fixtures/lab/base", "fixtures/lab/rl")
-        >>> summary = divscope.score(few, lab, tokens, progress=False)
-        >>> result = divscope.report(tokens, f"{tmp.name}/report.html",
+        >>> result = divscope.report(lab_tokens, f"{tmp.name}/report.html",
         ...     recovery=Recovery(n_boot=50), responses=4, progress=False)
         >>> result.n_responses, result.out.name
         (4, 'report.html')

@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import torch
 from safetensors import SafetensorError, safe_open
@@ -34,6 +34,7 @@ from safetensors import SafetensorError, safe_open
 from divscope.errors import DivscopeError
 from divscope.io import write_json
 from divscope.output import check_target
+from divscope.params import LIBRARY_ONLY, Flag
 from divscope.progress import Progress
 
 CHUNK_ELEMENTS = 2**24
@@ -130,30 +131,30 @@ class WeightGap:
 
 def weights(
     base: str | os.PathLike,
-    tuned: Sequence[str | os.PathLike],
+    tuned: tuple[str | os.PathLike, ...],
     *,
-    labels: Sequence[str] | None = None,
-    out: str | os.PathLike | None = None,
+    labels: Annotated[tuple[str, ...], Flag("--label")] = (),
+    out: Annotated[str | os.PathLike | None, Flag("--json")] = None,
     overwrite: bool = False,
-    chunk_elements: int = CHUNK_ELEMENTS,
-    progress: bool = True,
+    chunk_elements: Annotated[int, LIBRARY_ONLY] = CHUNK_ELEMENTS,
+    progress: Annotated[bool, LIBRARY_ONLY] = True,
 ) -> WeightGap:
     """The relative gap ratio σ of each tuned model to the base, per part and in total.
 
-    σ = ||θ_tuned − θ_base||₂ / ||θ_base||₂ over every tensor of the checkpoints, in float64;
-    per part (a numbered block such as `model.layers.0`, or one module outside the blocks such
-    as `model.embed_tokens`, `model.norm`, `lm_head`) the same ratio over that part's tensors.
-    The base is read once for all tuned models, one slice of one tensor at a time.
+    Prints σ = ||θ_tuned − θ_base||₂ / ||θ_base||₂ per layer and in total, per TUNED model: norms
+    over every tensor of the checkpoints, accumulated in float64; a row per numbered block
+    (model.layers.N) and per module outside them (embeddings, final norm, lm_head). Tensors are
+    streamed from safetensors one slice at a time, so 32B pairs fit in a few hundred MiB.
 
     Args:
-        base: the base checkpoint: a local directory holding `model.safetensors` or a sharded
-            `model.safetensors.index.json`, or one of those files.
-        tuned: the fine-tuned checkpoints (same forms), each with the base's tensor names and
-            shapes.
-        labels: a label per tuned model, in order; the rest are labelled by their directory's
-            name.
-        out: where to write the JSON document (`WeightGap.to_dict`); None writes nothing.
-        overwrite: replace an existing `out`.
+        base: Base checkpoint: a local directory with model.safetensors or a sharded
+            model.safetensors.index.json, or that file.
+        tuned: Fine-tuned checkpoints of the same architecture (e.g. RL and SFT; same forms),
+            each with the base's tensor names and shapes.
+        labels: Label of each TUNED checkpoint, in order (default: its directory's name).
+        out: Also write the norms and σ of every part as JSON (`WeightGap.to_dict`); None
+            writes nothing.
+        overwrite: Replace the output if it exists.
         chunk_elements: elements of a tensor read at a time (bounds the memory).
         progress: show progress on stderr.
 
@@ -169,7 +170,7 @@ def weights(
     Example (the lab, from the repository root):
 
     >>> gap = weights(
-    ...     "fixtures/lab/base", ["fixtures/lab/rl", "fixtures/lab/sft"], progress=False)
+    ...     "fixtures/lab/base", ("fixtures/lab/rl", "fixtures/lab/sft"), progress=False)
     >>> gap.total.sigma("rl") < gap.total.sigma("sft")
     True
     """

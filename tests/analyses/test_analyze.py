@@ -117,10 +117,6 @@ def test_digest_of_populated_groups_gives_the_numbers(tokens):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    not (LAB / "trajectories.jsonl").exists() or not (LAB / "rl").is_dir(),
-    reason="the lab models are not built yet (fixtures/lab)",
-)
 def test_digest_on_the_lab_finds_its_planning_words_and_prints_no_nan(lab_tokens_path, tmp_path):
     tokens = lab_tokens_path
     text = digest(
@@ -150,10 +146,6 @@ def by_hand_auroc(scores: np.ndarray, positive: np.ndarray) -> float:
     return sum(1.0 if p > n else 0.5 if p == n else 0.0 for p, n in pairs) / len(pairs)
 
 
-@pytest.mark.skipif(
-    not (LAB / "trajectories.jsonl").exists() or not (LAB / "rl").is_dir(),
-    reason="the lab models are not built yet (fixtures/lab)",
-)
 def test_analyze_on_the_lab_gives_both_sections_as_recomputed_by_hand(eight_lab_tokens, tmp_path):
     out = tmp_path / "summary.json"
     result = divscope.analyze(eight_lab_tokens, out, recovery=Recovery(n_boot=50))

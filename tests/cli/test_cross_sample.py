@@ -17,9 +17,6 @@ from tests.tinymodels import WORDS, make_model, make_tokenizer
 runner = CliRunner()
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
-
 @pytest.fixture
 def prompts(tiny_prompts):
     return tiny_prompts

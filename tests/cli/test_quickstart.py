@@ -2,8 +2,7 @@
 holds something, the headline is printed, and a second run skips every stage.
 
 The two runs take about 55 s on 2 idle cores (about 95 s with the cores shared by another
-job); they stay in the default tier because the issue wants the whole study checked on every CI
-run.
+job): an end-to-end test (marker `e2e`), out of the default tier; CI runs it once with `-m e2e`.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ from divscope.io import read_table, read_token_table
 from divscope.lab_study import QuickstartConfig
 
 LAB = Path(__file__).parents[2] / "fixtures" / "lab"
+pytestmark = pytest.mark.e2e
 STAGES = 13
 HEADLINE = ("sparsity: ", "concentration: Gini ", "failure AUROC (", "forward cross-sampling: ")
 

@@ -1,5 +1,8 @@
 """Scale-out end to end on the lab: torchrun (gloo, 2 processes), `--shard i/n`, and runs killed
-with SIGKILL then resumed. Every output must equal the single-process one, row for row."""
+with SIGKILL then resumed. Every output must equal the single-process one, row for row.
+
+New processes each load torch and the lab: end-to-end tests (marker `e2e`), out of the default
+tier; CI runs them once with `-m e2e`."""
 
 import json
 import os
@@ -24,6 +27,7 @@ from divscope.params import ModelPair, PartedOutput
 LAB = Path(__file__).resolve().parents[2] / "fixtures" / "lab"
 TRAJECTORIES = LAB / "trajectories.jsonl"
 MODELS = ["--base", str(LAB / "base"), "--rl", str(LAB / "rl")]
+pytestmark = pytest.mark.e2e
 
 
 def _divscope(*args, torchrun=False, **kwargs):

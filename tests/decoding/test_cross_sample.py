@@ -99,7 +99,6 @@ def _by_key(frame: pl.DataFrame) -> dict[tuple[str, int], dict]:
     return {(row["prompt_id"], row["sample_id"]): row for row in frame.iter_rows(named=True)}
 
 
-@pytest.mark.usefixtures("one_thread")
 def test_rl_replace_brings_its_controls_at_its_own_sampling(tmp_path, prompts, tiny_pair):
     results = _cross_sample(
         prompts, tiny_pair, tmp_path / "r.parquet", "base,rl-replace,base-greedy"
@@ -116,7 +115,6 @@ def test_rl_replace_brings_its_controls_at_its_own_sampling(tmp_path, prompts, t
     assert at[0.6]["response_ids"].to_list() != at[1.0]["response_ids"].to_list()
 
 
-@pytest.mark.usefixtures("one_thread")
 def test_early_share_gives_each_response_the_share_of_its_base_length(tmp_path, prompts, tiny_pair):
     from divscope.decoding.policies import RL, Base, Early
 
@@ -135,7 +133,6 @@ def test_early_share_gives_each_response_the_share_of_its_base_length(tmp_path, 
     assert max(written) > 1
 
 
-@pytest.mark.usefixtures("one_thread")
 def test_forced_prefix_opens_the_response_and_decoding_continues_after_it(
     tmp_path, prompts, tiny_pair
 ):
@@ -204,7 +201,6 @@ def test_bad_forced_prefix(tmp_path, prompts, tiny_pair, kwargs, message):
         _cross_sample(prompts, tiny_pair, tmp_path / "r.parquet", [Base()], **kwargs)
 
 
-@pytest.mark.usefixtures("one_thread")
 def test_forward_at_budget_zero_is_decoded_once_for_every_eps_and_stratum(
     tmp_path, prompts, tiny_pair, monkeypatch
 ):

@@ -1,10 +1,8 @@
-"""Cross-sampling on the committed lab models (skipped until fixtures/lab holds them)."""
+"""Cross-sampling on the committed lab models."""
 
 from __future__ import annotations
 
 from pathlib import Path
-
-import pytest
 
 from divscope.decoding import DecodeConfig, Request, build_policy, decode
 from divscope.models.loading import load_model
@@ -12,13 +10,8 @@ from divscope.models.tokenizers import load_tokenizer
 from divscope.prompts import prompt_token_ids, read_prompts
 
 LAB = Path(__file__).resolve().parents[2] / "fixtures" / "lab"
-pytestmark = pytest.mark.skipif(
-    not (LAB / "base" / "config.json").exists() or not (LAB / "rl" / "config.json").exists(),
-    reason="the lab models are not in fixtures/lab yet",
-)
 
 
-@pytest.mark.usefixtures("one_thread")
 def test_reproduction_invariants_on_the_lab_models():
     tokenizer = load_tokenizer(str(LAB / "base"))
     models = {name: load_model(str(LAB / name), device="cpu") for name in ("base", "rl")}

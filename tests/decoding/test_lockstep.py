@@ -25,9 +25,6 @@ CONFIG = DecodeConfig(
 )
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
-
 @pytest.fixture(scope="module")
 def models():
     return {

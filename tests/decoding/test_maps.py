@@ -19,8 +19,6 @@ CONFIG = DecodeConfig(
 )
 EPS = 0.3
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 
 @pytest.fixture(scope="module")
 def models(twin_pair):

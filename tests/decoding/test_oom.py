@@ -25,8 +25,6 @@ CONFIG = DecodeConfig(
     StatsConfig(temperature=1.0, top_p=0.7), max_new_tokens=12, batch_size=8, seed=3
 )
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 
 @pytest.fixture(scope="module")
 def lab():

@@ -81,7 +81,6 @@ def _decode(models, policy, budget=-1, config=CONFIG):
     return requests, decode(models, requests, policy, config, vocab=VOCAB, eos_ids=EOS)
 
 
-@pytest.mark.usefixtures("one_thread")
 def test_base_greedy_emits_the_base_argmax_exactly_where_the_argmaxes_disagree(models):
     requests, decoded = _decode(models, BaseGreedy())
     disagreements = 0
@@ -101,7 +100,6 @@ def test_base_greedy_emits_the_base_argmax_exactly_where_the_argmaxes_disagree(m
     assert disagreements > 5
 
 
-@pytest.mark.usefixtures("one_thread")
 def test_early_writes_exactly_the_first_budget_tokens_of_the_rl_control(models):
     rl = [d.response_ids for d in _decode(models, RL())[1]]
     base = [d.response_ids for d in _decode(models, Base())[1]]
@@ -118,7 +116,6 @@ def test_early_writes_exactly_the_first_budget_tokens_of_the_rl_control(models):
     assert rl != base
 
 
-@pytest.mark.usefixtures("one_thread")
 @pytest.mark.parametrize("control", [Base, RL])
 def test_a_control_at_its_own_sampling_samples_as_a_run_at_that_sampling(models, control):
     own = _decode(models, control(temperature=0.6, top_p=0.95))[1]

@@ -16,7 +16,6 @@ from tests.qwen import IM_END_ID as IM_END
 from tests.qwen import IM_START_ID as IM_START
 
 runner = CliRunner()
-pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture

@@ -24,8 +24,6 @@ EPS = 0.3  # near the median JS of the pair below, so both sides occur
 MATCH_TOL = 0.3
 CLOSE = 1e-4  # values this close to a threshold are too close to call across float32 paths
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 
 @pytest.fixture(scope="module")
 def models(twin_pair):

@@ -32,8 +32,6 @@ CONFIG = DecodeConfig(SAMPLING, max_new_tokens=16, batch_size=4, seed=5)
 PROMPTS = {"a": (5, 6, 7), "b": (8,), "c": (9, 10, 11, 12)}
 REPLACE = StatsConfig(top_p=REPLACE_TOP_P, temperature=REPLACE_TEMPERATURE)
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 
 @pytest.fixture(scope="module")
 def models():

@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from divscope.figures.gallery import FIGURES, PlotInputs, write_figures
 from divscope.params import Recovery
 
-LAB = Path(__file__).parents[2] / "fixtures" / "lab"
-TRAJECTORIES = LAB / "trajectories.jsonl"
-
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not (TRAJECTORIES.exists() and (LAB / "base").is_dir() and (LAB / "rl").is_dir()),
-        reason="the lab models are not built yet (fixtures/lab)",
-    ),
-]
+pytestmark = pytest.mark.slow
 
 
 def test_every_token_figure_renders_on_the_lab_table(lab_tokens_path, tmp_path):

@@ -9,6 +9,7 @@ from divscope import generate
 from divscope.errors import DivscopeError
 from divscope.generation import GenerateConfig, Sampling
 from divscope.io import read_table, read_trajectories
+from divscope.params import PartedOutput
 
 EOS = 2  # conftest's tokenizer: <pad> <bos> <eos> <unk> w0 ...
 PROMPTS = [
@@ -31,7 +32,7 @@ def _config(n=4, max_new_tokens=12, seed=0, **kwargs):
 def _run(tmp_path, model, name, config, **kwargs):
     out = tmp_path / name
     prompts = _prompts(tmp_path / "prompts.jsonl")
-    report = generate(prompts, str(model), out, config, progress=False, **kwargs)
+    report = generate(prompts, str(model), PartedOutput(out, **kwargs), config, progress=False)
     return read_table(out).sort("prompt_id", "sample_id"), report
 
 

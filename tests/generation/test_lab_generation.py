@@ -1,4 +1,4 @@
-"""`generate` on the committed lab models (skipped until fixtures/lab holds them)."""
+"""`generate` on the committed lab models."""
 
 import json
 from pathlib import Path
@@ -13,10 +13,6 @@ from divscope.io import read_table, read_token_table
 from divscope.params import ModelPair
 
 LAB = Path(__file__).resolve().parents[2] / "fixtures" / "lab"
-pytestmark = pytest.mark.skipif(
-    not (LAB / "base" / "config.json").exists() or not (LAB / "rl" / "config.json").exists(),
-    reason="the lab models are not in fixtures/lab yet",
-)
 MAX_NEW_TOKENS = 224  # the lab's GRPO length cap: most responses finish
 
 

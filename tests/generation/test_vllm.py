@@ -17,6 +17,7 @@ from divscope.errors import DivscopeError
 from divscope.generation import GenerateConfig, Sampling, VLLMOptions
 from divscope.generation.generate import _settings
 from divscope.io import read_table
+from divscope.params import SinglePlacement
 from divscope.schema import GENERATED
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
@@ -89,7 +90,8 @@ def test_hf_placement_with_vllm_is_refused_before_any_work(tiny_pair, tmp_path, 
     prompts.write_text(json.dumps({"prompt_id": "a", "prompt": "w1"}) + "\n")
     config = GenerateConfig(engine="vllm")
     with pytest.raises(DivscopeError, match=message):
-        generate(prompts, str(tiny_pair[0]), tmp_path / "out", config, progress=False, **kwargs)
+        generate(prompts, str(tiny_pair[0]), tmp_path / "out", config, SinglePlacement(**kwargs),
+                 progress=False)  # fmt: skip
     assert not (tmp_path / "out").exists()
 
 

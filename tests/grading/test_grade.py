@@ -5,6 +5,7 @@ import pytest
 from divscope import grade
 from divscope.errors import DivscopeError
 from divscope.io import read_table
+from divscope.params import Output
 from tests.grading.test_table import EXACT, _responses
 
 
@@ -24,6 +25,6 @@ def test_grade_refuses_to_overwrite_but_may_grade_in_place(tmp_path):
     _responses(response=["1", "2", "3"], answer=["1", "1", "3"]).write_parquet(source)
     with pytest.raises(DivscopeError, match="output exists; pass --overwrite"):
         grade(source, source, EXACT)
-    grade(source, source, EXACT, overwrite=True)
+    grade(source, Output(source, overwrite=True), EXACT)
     assert read_table(source)["correct"].to_list() == [True, False, True]
     assert [p.name for p in tmp_path.iterdir()] == ["in.parquet"]  # no temporary left behind

@@ -3,7 +3,9 @@
 The page must load offline with no console error, render the token viewer, switch responses,
 show a token's details on hover and move the focus from the keyboard. Playwright's own browser
 download cannot work here, so the test drives the system Chromium (`/usr/bin/chromium`, or
-`$DIVSCOPE_CHROMIUM`); `.ci/run` installs it with apt when it is missing.
+`$DIVSCOPE_CHROMIUM`); `.ci/run` installs it with apt when it is missing. Without Chromium (or
+Playwright) the tests skip, saying why, except under CI (`CI=true`), where they fail. Starting a
+browser takes seconds: end-to-end tests (marker `e2e`), run once in CI with `-m e2e`.
 """
 
 from __future__ import annotations
@@ -42,23 +44,23 @@ def chromium() -> str | None:
 
 CHROMIUM = chromium()
 pytestmark = [
-    pytest.mark.skipif(
-        sync_playwright is None,
-        reason="playwright is not installed: pip install -e '.[dev]' -c constraints.txt",
-    ),
-    pytest.mark.skipif(
-        CHROMIUM is None,
-        reason="no Chromium found (/usr/bin/chromium or $DIVSCOPE_CHROMIUM): "
-        "apt-get install chromium (Playwright's own browser download is not used)",
-    ),
+    pytest.mark.e2e,
     # The figures draw the emoji and CJK tokens with fonts that lack them.
     pytest.mark.filterwarnings("ignore:Glyph .* missing from font"),
 ]
 
 
+def _missing(reason: str) -> None:
+    """Skip for want of `reason`, or fail under CI, which must have installed it."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason} (CI=true: the browser tests must run in CI)", pytrace=False)
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="module")
 def report_path(tmp_path_factory) -> Path:
     """A report of a small synthetic table (6 responses), some tokens replaced by `TRICKY`."""
+    from divscope.params import Recovery
     from divscope.reporting.report import report
 
     tokens = synthetic_tokens(n_prompts=3, n_samples=2, length=40, seed=3)
@@ -69,12 +71,20 @@ def report_path(tmp_path_factory) -> Path:
     tokens = tokens.with_columns(text.alias("token"))
     folder = tmp_path_factory.mktemp("report")
     tokens.write_parquet(folder / "tokens.parquet")
-    report(folder / "tokens.parquet", folder / "report.html", n_boot=20, progress=False)
+    report(folder / "tokens.parquet", folder / "report.html", recovery=Recovery(n_boot=20),
+           progress=False)  # fmt: skip
     return folder / "report.html"
 
 
 @pytest.fixture(scope="module")
 def browser():
+    if sync_playwright is None:
+        _missing("playwright is not installed: pip install -e '.[dev]' -c constraints.txt")
+    if CHROMIUM is None:
+        _missing(
+            "no Chromium found (/usr/bin/chromium or $DIVSCOPE_CHROMIUM): apt-get install "
+            "chromium (Playwright's own browser download is not used)"
+        )
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
         yield browser

@@ -120,10 +120,6 @@ def test_report_and_analyze_agree_on_one_study(tables, tmp_path):
     assert created.sub("", cli) == created.sub("", html)
 
 
-@pytest.mark.skipif(
-    not ((LAB / "trajectories.jsonl").exists() and (LAB / "base").is_dir()),
-    reason="the lab models are not built yet (fixtures/lab)",
-)
 def test_lab_report_decodes_the_top1_tokens(tmp_path):
     trajectories = tmp_path / "six.jsonl"
     lines = (LAB / "trajectories.jsonl").read_text().splitlines()[:6]

@@ -27,8 +27,6 @@ LAB = Path(__file__).resolve().parents[2] / "fixtures" / "lab"
 # One batch of 6 lab trajectories (about 150 tokens each), two output-head chunks.
 CONFIG = ScoreConfig(batch_tokens=4096, chunk_rows=400)
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 
 @pytest.fixture(scope="module")
 def lab():

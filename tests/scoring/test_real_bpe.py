@@ -19,8 +19,6 @@ from divscope.io import read_metadata, read_token_table
 from divscope.params import ModelPair, Placement
 from tests.qwen import IM_START_ID, QWEN_LEN, SAMPLE_TEXTS
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 PROMPT = "<|im_start|>user\nWhat is {}?<|im_end|>\n<|im_start|>assistant\n"
 # 🦩 is split across three tokens; the other characters are whole tokens or runs of them.
 RESPONSES = {
