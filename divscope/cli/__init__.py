@@ -140,10 +140,10 @@ COMMANDS = {
     "analyze": _analyze.COMMAND,
     "plot": _plot.COMMAND,
     "report": _report.COMMAND,
-    "cross-sample": _cross_sample.COMMAND,
-    "calibrate": _calibrate.COMMAND,
     "generate": _generate.COMMAND,
     "grade": _grade.COMMAND,
+    "cross-sample": _cross_sample.COMMAND,
+    "calibrate": _calibrate.COMMAND,
     "weights": _weights.COMMAND,
     "quickstart": _quickstart.COMMAND,
 }
