@@ -557,8 +557,8 @@ def build_policy(name: str, **params: Any) -> Policy:
         name: one of `POLICIES`.
         **params: `eps`, `stratum`, `match_tol`, `map_table`, `rate`, `alpha`, `share`,
             `tau`, `lam`, `window`, `temperature`, `top_p`, each the value for this policy
-            (`settings.parse_policies` maps the per-policy flags, e.g. `--gate-tau`, to them);
-            the ones a policy does not take are ignored.
+            (`settings.Policies` maps the spec keys and the per-policy flags, e.g.
+            `--gate-tau`, to them); the ones a policy does not take are ignored.
 
     Raises:
         DivscopeError: an unknown policy, or a required parameter missing or out of range,
