@@ -222,7 +222,7 @@ class Policies:
     policy: Annotated[
         tuple[str | Policy, ...], Flag("--policy", parse=parse_specs, metavar="SPEC[,SPEC...]")
     ]
-    """Comma-separated policy specs: NAME[:KEY=VALUE[/VALUE...][,KEY=VALUE...]], names of
+    """Comma-separated policy specs: `NAME[:KEY=VALUE[/VALUE...][,KEY=VALUE...]]`, names of
     base, rl, forward, reverse, random, early, rl-replace, base-greedy, gated, entropy,
     mixture, rast (e.g. base,rl,forward:eps=0.05 for recovery; forward:eps=0.01/0.05 sweeps
     eps; docs/contracts.md, "Policies of the lockstep decoder"). rl-replace and base-greedy
