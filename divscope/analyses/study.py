@@ -45,7 +45,8 @@ class Study:
     """Label of each --compare table, in order (default: its name)."""
     evolution: tuple[str, ...] = ()
     """Token table of one RL checkpoint (repeat, at least two): a path whose name ends in the
-    training step (rl-step-40.parquet) or STEP=PATH."""
+    training step (rl-step-40.parquet) or STEP=PATH. Drawn by plot and report (the training
+    evolution, core Fig. 11); analyze reads it not."""
     cross_sample: Annotated[Path | None, Flag("--cross-sample", "--xs")] = None
     """Cross-sample results (Parquet or JSONL) for accuracy curves."""
     reference: str | None = None
@@ -54,7 +55,8 @@ class Study:
     results; default: the matched rl control."""
     difficulty: Path | None = None
     """Graded base responses (divscope grade output, or cross-sample results with the base
-    control): statistics and, with --cross-sample, recovery per base pass@1 tertile."""
+    control): statistics and, with --cross-sample, recovery per base pass@1 tertile, in analyze's
+    summary (plot and report show none of them)."""
     difficulty_model: str | None = None
     """The base model's `model` value when --difficulty holds several models' responses
     (e.g. base in the lab's trajectories.jsonl)."""

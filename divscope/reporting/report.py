@@ -195,7 +195,6 @@ def report(
         compare_with=tables.compare,
         cross_sample=tables.cross_sample,
         reference=tables.reference,
-        difficulty=tables.difficulty,
     )
     inputs = PlotInputs(
         tokens=frame,
