@@ -16,7 +16,6 @@ from typing import Annotated
 
 import polars as pl
 
-from divscope.errors import DivscopeError
 from divscope.params import LIBRARY_ONLY, ModelPair, PartedOutput
 from divscope.progress import Progress
 from divscope.scoring.engine import ScoreConfig, ScoreSummary
@@ -94,8 +93,6 @@ def score(
 
     out = PartedOutput.of(out)
     base, rl, placement = models.base, models.rl, models.placement
-    if rl is None:
-        raise DivscopeError("score needs both models; pass --rl.")
     world = current_world(out.shard, placement.device, placement.device_map)
     check_output(out.path, world)
     # Cheap checks first: a bad file or an existing output should not wait for model loading.

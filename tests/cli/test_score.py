@@ -98,6 +98,7 @@ def _tokenizer_twin(tmp_path, words):
         ("too_long", "is too long for the base model"),
         ("unreadable", "could not be read"),
         ("exists", "output exists; pass --overwrite"),
+        ("no_rl", "no rl model given; pass --rl."),
     ],
 )
 def test_bad_input_is_a_clear_error_and_writes_nothing(tmp_path, tiny_pair, case, message):
@@ -124,7 +125,8 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(tmp_path, tiny_pair, case
     if case == "unreadable":
         trajectories = tmp_path / "t.parquet"
         trajectories.write_bytes(b"\x00garbage")
-    result = _run("score", trajectories, "--base", base, "--rl", rl, "--out", out)
+    models = ["--base", base] + ([] if case == "no_rl" else ["--rl", rl])
+    result = _run("score", trajectories, *models, "--out", out)
     assert result.exit_code == 2, result.output
     assert message in " ".join(result.output.split()), result.output
     if case == "exists":
