@@ -43,6 +43,9 @@ class Flag:
         omit: of a group parameter, the fields (by name, nested ones too) that get no option
             in this command: they keep the default instance's values (e.g. calibrate's
             `--window` is the gates', not the sampling's).
+        described: of a group's field, the option whose help is the command's own `Args:`
+            entry for the group's parameter where it has one (what `--out` holds differs from
+            command to command); the field's docstring otherwise.
 
     >>> Flag("--out", "-o").names
     ('--out', '-o')
@@ -58,6 +61,7 @@ class Flag:
         parse: Callable[[str], Any] | None = None,
         cli: bool = True,
         omit: tuple[str, ...] = (),
+        described: bool = False,
     ) -> None:
         self.names = names
         self.argument = argument
@@ -67,6 +71,7 @@ class Flag:
         self.parse = parse
         self.cli = cli
         self.omit = omit
+        self.described = described
 
     def __repr__(self) -> str:
         shown = {k: v for k, v in vars(self).items() if v not in (None, (), False) or k == "cli"}
@@ -138,7 +143,7 @@ class Output:
     True
     """
 
-    path: Annotated[Path, Flag("--out", "-o")]
+    path: Annotated[Path, Flag("--out", "-o", described=True)]
     """Where to write the result (its format follows the suffix)."""
     overwrite: bool = False
     """Replace the output if it exists."""

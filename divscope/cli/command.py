@@ -212,7 +212,7 @@ def leaves(function: Callable[..., Any]) -> list[Option]:
         if dataclasses.is_dataclass(kind):
             default = parameter.default
             instance = None if default is inspect.Parameter.empty else default
-            found += _fields(kind, (name,), instance, flag.omit)
+            found += _fields(kind, (name,), instance, flag.omit, docs.get(name))
             continue
         if parameter.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and not flag.names:
             flag = Flag(argument=True, metavar=flag.metavar, parse=flag.parse)
@@ -221,8 +221,14 @@ def leaves(function: Callable[..., Any]) -> list[Option]:
 
 
 def _fields(
-    group: type, path: tuple[str, ...], instance: Any, omit: tuple[str, ...] = ()
+    group: type,
+    path: tuple[str, ...],
+    instance: Any,
+    omit: tuple[str, ...] = (),
+    described: str | None = None,
 ) -> list[Option]:
+    """The options of the fields of `group`; `described`: the command's `Args:` entry of the
+    parameter that holds it, the help of its `Flag(described=True)` field."""
     hints = typing.get_type_hints(group, include_extras=True)
     docs = fields_doc(group)
     found: list[Option] = []
@@ -242,7 +248,8 @@ def _fields(
             nested = None if default is inspect.Parameter.empty else default
             found += _fields(kind, (*path, field.name), nested, omit)
         else:
-            found.append(Option((*path, field.name), kind, flag, default, docs.get(field.name, "")))
+            text = described if flag.described and described else docs.get(field.name, "")
+            found.append(Option((*path, field.name), kind, flag, default, text))
     return found
 
 

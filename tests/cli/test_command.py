@@ -151,6 +151,13 @@ def test_help_comes_from_field_docstrings_and_args_entries():
     assert helps["depth"] == "How deep to go."  # the field's docstring
     assert helps["source"] == "The input file."  # the function's Args entry
     assert helps["loud"] == "Say more."
+    # --out says what this command writes: the Args entry of the group's parameter
+    assert helps["path"] == "where the result goes."
+
+    def bare(out: Output) -> None:
+        """No Args section."""
+
+    assert leaves(bare)[0].help == "Where to write the result (its format follows the suffix)."
     shown = " ".join(invoke(run, ["--help"])[0].output.split())
     assert "Run a toy command. More about it." in shown and "Returns" not in shown
 
