@@ -369,6 +369,9 @@ def _token_table_files(path: Path) -> list[Path]:
 def scan_token_table(path: str | os.PathLike) -> pl.LazyFrame:
     """Lazily scan a token table (one Parquet file or a directory of parts).
 
+    A table written before the token table had a `source` column gets one, null (after
+    `sample_id`, as in the contract), so that every reader can rely on it.
+
     Raises:
         DivscopeError: the path is missing or the table lacks token-table columns.
 
@@ -381,7 +384,13 @@ def scan_token_table(path: str | os.PathLike) -> pl.LazyFrame:
         columns = frame.collect_schema().names()
     except Exception as error:
         raise DivscopeError(f"{path}: not a readable Parquet token table ({error}).") from error
-    require_columns(columns, TOKEN_TABLE, source=str(path), what="a token table")
+    require_columns(
+        columns, (c for c in TOKEN_TABLE if c != "source"), source=str(path), what="a token table"
+    )
+    if "source" not in columns:
+        at = columns.index("sample_id") + 1
+        source = pl.lit(None, pl.String()).alias("source")
+        frame = frame.select(*columns[:at], source, *columns[at:])
     return frame
 
 

@@ -16,10 +16,13 @@ from divscope.errors import DivscopeError
 # k values of the overlap_k columns of the token table.
 OVERLAP_KS: tuple[int, ...] = (1, 2, 3, 4, 5, 10, 20, 50)
 
-# One row per scored response token.
+# One row per scored response token. Its trajectory comes first: prompt_id, sample_id, and
+# `source`, the model that generated it (the trajectories' `model`, else `score --source`; null
+# when neither says).
 TOKEN_TABLE: dict[str, pl.DataType] = {
     "prompt_id": pl.String(),
     "sample_id": pl.Int32(),
+    "source": pl.String(),
     "position": pl.Int32(),
     "n_tokens": pl.Int32(),
     "rel_position": pl.Float32(),

@@ -159,7 +159,10 @@ def _score_base_samples(
         loaded.models["rl"],
         loaded.tokenizer,
         ScoreConfig(
-            stats=config.sampling, head_dtype=config.head_dtype, max_memory=config.max_memory
+            stats=config.sampling,
+            head_dtype=config.head_dtype,
+            max_memory=config.max_memory,
+            source="base",  # base rollouts; a table in memory has no metadata: the role's name
         ),
         vocab=loaded.vocab,
         progress=progress,

@@ -77,6 +77,12 @@ class ScoreConfig:
     """`float32` computes the output head in float32 from a float32 copy of its weights
     (--head-dtype; see `models.head.OutputHead` for the memory it costs); None: in the weights'
     dtype."""
+    source: Annotated[str | None, Flag(metavar="NAME")] = None
+    """The model that generated the trajectories (--source), the token table's `source`, for
+    trajectories without a `model` column (or for their rows whose `model` is null); a file
+    whose `model` says otherwise is refused. Name the model as --base or --rl does (its path or
+    id, its directory's name) or by its role, `base` or `rl`. None: the `model` column, else
+    null (the analyses then cannot tell base rollouts from RL trajectories)."""
 
     def __post_init__(self) -> None:
         if self.batch_tokens is not None and self.batch_tokens < 1:
@@ -159,7 +165,8 @@ def score_trajectories(
 
     Args:
         trajectories: one row per response with `prompt_id`, `sample_id`, `prompt_ids`,
-            `response_ids` (lists of token ids) and optionally `correct`.
+            `response_ids` (lists of token ids) and optionally `correct` and `model` (the
+            token table's `source`, `with_source`: else `config.source`).
         base: the base model (a transformers causal LM, in eval mode, on its device).
         rl: the RL-fine-tuned model; it must share `tokenizer` with `base`.
         tokenizer: the shared tokenizer; its size is the vocabulary.
@@ -181,10 +188,12 @@ def score_trajectories(
 
     Raises:
         DivscopeError: a missing column, an empty prompt or response, a token id outside the
-            vocabulary, a sequence longer than a model's context, or a model whose logits the
-            engine cannot reproduce from its hidden states.
+            vocabulary, a `model` that is not `config.source`, a sequence longer than a model's
+            context, or a model whose logits the engine cannot reproduce from its hidden
+            states.
     """
     start = time.perf_counter()
+    trajectories = with_source(trajectories, config.source)
     vocab = vocab_size(tokenizer) if vocab is None else vocab
     config = planned(config, trajectories, base, rl, vocab, progress=progress)
     plan = _Plan.build(trajectories, base, rl, vocab, config, groups)
@@ -200,6 +209,38 @@ def score_trajectories(
             bar.update(frame.height)
     js = np.concatenate(js_parts) if js_parts else np.empty(0, dtype=np.float32)
     return ScoreSummary.of(js, plan.sequences, fallback_rows, time.perf_counter() - start)
+
+
+def with_source(
+    trajectories: pl.DataFrame, source: str | None, *, where: str = "trajectories"
+) -> pl.DataFrame:
+    """`trajectories` with their `model` column, which the token table keeps as `source`: the
+    file's own, its nulls filled with `source` (--source); all `source` where there is no such
+    column (null where `source` is None too).
+
+    Raises:
+        DivscopeError: a `model` value that is not `source` (`where` names the file).
+
+    >>> frame = pl.DataFrame({"prompt_id": ["a", "a"], "sample_id": [0, 1]})
+    >>> with_source(frame, "rl")["model"].to_list()
+    ['rl', 'rl']
+    >>> with_source(frame.with_columns(model=pl.lit("base")), "rl")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    divscope.errors.DivscopeError: trajectories: column 'model' says ['base'], but --source is ...
+    """
+    if "model" not in trajectories.columns:
+        return trajectories.with_columns(pl.lit(source, pl.String()).alias("model"))
+    if source is None:
+        return trajectories
+    values = trajectories["model"].drop_nulls().unique().sort().to_list()
+    if any(value != source for value in values):
+        raise DivscopeError(
+            f"{where}: column 'model' says {values}, but --source is {source!r}; --source "
+            "names the model of trajectories that have no 'model' column: drop it (the column "
+            "decides), or fix the column."
+        )
+    return trajectories.with_columns(pl.col("model").fill_null(source))
 
 
 def score_table(
@@ -550,7 +591,10 @@ def _batch_frame(
     rows = plan.frame[batch]
     correct = rows["correct"] if "correct" in rows.columns else pl.lit(None)
     keys = rows.select(
-        pl.col("prompt_id").cast(pl.String), pl.col("sample_id"), correct.alias("correct")
+        pl.col("prompt_id").cast(pl.String),
+        pl.col("sample_id"),
+        pl.col("model").alias("source"),  # `with_source`
+        correct.alias("correct"),
     )[np.repeat(np.arange(len(batch)), lengths)]
     values = pl.DataFrame(
         {

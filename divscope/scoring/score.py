@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
@@ -41,7 +42,9 @@ def score(
 
     Writes one row per response token (JS on top-p truncated distributions, cross-entropy,
     KL, entropies, ranks, top-k overlaps; see docs/contracts.md) and prints a one-screen summary.
-    The table is written in parts as they are scored; --resume continues an interrupted run.
+    Each row names the model that generated its trajectory, `source`: the trajectories' `model`
+    column, else --source; the metadata's `sources` gives each its role (`source_roles`). The
+    table is written in parts as they are scored; --resume continues an interrupted run.
 
     Args:
         trajectories: Trajectories: Parquet or JSONL, token ids or text (docs/contracts.md,
@@ -54,7 +57,8 @@ def score(
             work (`score_units`), each as soon as it is scored; a file is assembled at the end.
             `resume` keeps the parts written, after checking that the settings and
             trajectories are the same; `shard` `i/n` does share i of n of the units.
-        config: top-p, temperature, batching and chunking.
+        config: top-p, temperature, batching and chunking, and the trajectories' source where
+            they have no `model` column.
         part_tokens: response tokens per part at most (`score_units`); fixed by the first run
             of an output.
         progress: show a progress bar on stderr.
@@ -65,10 +69,10 @@ def score(
         other shares are still running.
 
     Raises:
-        DivscopeError: bad trajectories, an existing output without `overwrite` or `resume`,
-            one made with other settings, models that
-            cannot be loaded or whose ordinary vocabularies differ (unless
-            `allow_tokenizer_mismatch`), or a sequence beyond a context.
+        DivscopeError: bad trajectories (a `model` column that is not `config.source`
+            included), an existing output without `overwrite` or `resume`, one made with
+            other settings, models that cannot be loaded or whose ordinary vocabularies differ
+            (unless `allow_tokenizer_mismatch`), or a sequence beyond a context.
 
     Example (the lab in `fixtures/lab`, from the repository root):
         >>> import tempfile
@@ -82,21 +86,26 @@ def score(
         >>> summary = divscope.score(few, lab, tokens, progress=False)
         >>> summary.sequences, summary.tokens  # the first 8 of the lab's 512 trajectories
         (8, 731)
+        >>> from divscope.io import read_metadata
+        >>> read_metadata(tokens)["sources"]  # their `model` column: the base model
+        {'base': 'base'}
         >>> tmp.cleanup()
     """
     from divscope import __version__
-    from divscope.distributed import current_world
+    from divscope.distributed import current_world, reports
     from divscope.io import attach_token_ids, read_trajectories, scan_token_table
     from divscope.models.pair import open_pair
     from divscope.output import Parts, check_output, frame_digest, share_note
-    from divscope.scoring.engine import planned, score_trajectories
+    from divscope.progress import note
+    from divscope.scoring.engine import planned, score_trajectories, with_source
 
     out = PartedOutput.of(out)
     base, rl, placement = models.base, models.rl, models.placement
     world = current_world(out.shard, placement.device, placement.device_map)
     check_output(out.path, world)
     # Cheap checks first: a bad file or an existing output should not wait for model loading.
-    frame = read_trajectories(trajectories)
+    frame = with_source(read_trajectories(trajectories), config.source, where=str(trajectories))
+    note(_unknown_source(frame, trajectories), enabled=reports())
     pair = open_pair(models, world)
     tokenizer, compatibility = pair.tokenizer, pair.compatibility
     assert compatibility is not None  # two models
@@ -108,9 +117,10 @@ def score(
     )
     settings = {
         "trajectories_sha256": frame_digest(
-            frame.select("prompt_id", "sample_id", "prompt_ids", "response_ids")
+            frame.select("prompt_id", "sample_id", "model", "prompt_ids", "response_ids")
         ),
         "models": {"base": base, "rl": rl},
+        "source": config.source,
         "top_p": config.stats.top_p,
         "temperature": config.stats.temperature,
         "window": config.stats.window,
@@ -142,6 +152,7 @@ def score(
             **settings,
             "models": pair.describe(loaded),
             "trajectories": str(Path(trajectories)),
+            "sources": source_roles(frame["model"].unique().sort().to_list(), base, rl),
             "tokenizers": compatibility.metadata(),
             "batch_tokens": config.batch_tokens,  # as planned (`--max-memory`) or given
             "chunk_rows": config.chunk_rows,
@@ -165,6 +176,50 @@ def score(
     js = scan_token_table(out.path).select("js").collect()["js"].to_numpy()
     resumed = scored if scored != js.size else None
     return ScoreSummary.of(js, frame.height, fallback_rows, seconds, resumed)
+
+
+def source_roles(values: Iterable[str | None], base: str, rl: str) -> dict[str, str | None]:
+    """The role of each `source` value of a token table (its metadata's `sources`): `base`
+    where the value names the base model, `rl` where it names the tuned one (--rl, an SFT
+    control too), else None; null values are left out.
+
+    A value names a model when it is the role's name (`base`, `rl`), the model's path or id as
+    given, its resolved path, or its last path component (`generate` writes the path as given;
+    the lab's trajectories say `base` and `rl`). Where a value names both models, the first of
+    those four rules that tells them apart decides; a value that none does is None.
+
+    >>> source_roles(["base", "fixtures/lab/sft", "sft", "teacher", None],
+    ...              base="fixtures/lab/base", rl="fixtures/lab/sft")
+    {'base': 'base', 'fixtures/lab/sft': 'rl', 'sft': 'rl', 'teacher': None}
+    """
+    models = {"base": base, "rl": rl}
+    rules = (
+        lambda role, model: role,
+        lambda role, model: model,
+        lambda role, model: str(Path(model).resolve()),
+        lambda role, model: Path(model).name,
+    )
+    roles: dict[str, str | None] = {}
+    for value in values:
+        if value is None or value in roles:
+            continue
+        named = ([r for r, m in models.items() if rule(r, m) == value] for rule in rules)
+        roles[value] = next((found[0] for found in named if len(found) == 1), None)
+    return roles
+
+
+def _unknown_source(frame: pl.DataFrame, trajectories: str | os.PathLike) -> str | None:
+    """What `score` says on stderr about trajectories whose source is unknown (None: none)."""
+    unknown = frame["model"].null_count()
+    if not unknown:
+        return None
+    which = "" if unknown == frame.height else f"{unknown:,} of the {frame.height:,} "
+    return (
+        f"{trajectories}: {which}trajectories have no 'model' and no --source was given, so "
+        "their token-table `source` is null: analyze, plot and report cannot tell base "
+        "rollouts from RL trajectories and pool them. Pass --source NAME (the model that "
+        "generated them)."
+    )
 
 
 class _UnitWriter:

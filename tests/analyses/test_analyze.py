@@ -33,6 +33,7 @@ def token_table(*, js: np.ndarray, token: str, p_base_of_rl_top1: float) -> pl.D
     columns |= {
         "prompt_id": [f"p{r // 2}" for r in response],
         "sample_id": response % 2,
+        "source": ["rl"] * n,
         "position": np.arange(n) % 25,
         "n_tokens": np.full(n, 25),
         "js": js,

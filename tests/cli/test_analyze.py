@@ -32,6 +32,7 @@ def write_token_table(
     columns |= {
         "prompt_id": [f"p{r // samples}" for r in response],
         "sample_id": response % samples,
+        "source": ["rl"] * n,
         "position": np.tile(np.arange(length), n_responses),
         "n_tokens": np.full(n, length),
         "js": rng.random(n) ** 4 * 0.69,
