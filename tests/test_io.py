@@ -11,6 +11,7 @@ from divscope.io import (
     read_table,
     read_token_table,
     read_trajectories,
+    scan_token_table,
 )
 from divscope.schema import TOKEN_TABLE
 from tests.tinymodels import make_tokenizer
@@ -129,6 +130,24 @@ def test_token_table_reader_names_missing_columns(tmp_path):
     _token_rows(1).drop("js").write_parquet(path)
     with pytest.raises(DivscopeError, match="missing column\\(s\\) 'js'"):
         read_token_table(path)
+
+
+@pytest.mark.parametrize("name", ["old.parquet", "old_dir"])
+def test_a_table_from_before_the_source_column_reads_with_a_null_source(tmp_path, name):
+    old = _token_rows(3).drop("source")
+    path = tmp_path / name
+    if name.endswith(".parquet"):
+        old.write_parquet(path)
+    else:  # a directory of parts, as `divscope score` wrote them
+        path.mkdir()
+        old[:2].write_parquet(path / "part-00000.parquet")
+        old[2:].write_parquet(path / "part-00001.parquet")
+    table = read_token_table(path)
+    assert table.schema == pl.Schema(TOKEN_TABLE)  # `source` where the contract puts it
+    assert table["source"].null_count() == 3
+    assert table.drop("source").equals(old)
+    lazy = scan_token_table(path).filter(pl.col("source").is_null()).select("prompt_id")
+    assert lazy.collect()["prompt_id"].to_list() == ["prompt_id0", "prompt_id1", "prompt_id2"]
 
 
 def test_a_jsonl_table_keeps_its_column_order_past_32_columns(tmp_path):

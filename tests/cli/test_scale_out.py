@@ -56,6 +56,17 @@ def single(tmp_path_factory):
     return read_token_table(out)
 
 
+def test_each_trajectory_keeps_its_source(single):
+    # The lab's file holds base rollouts (samples 0-3) and RL trajectories (4-7); every test
+    # below compares its table with this one, `source` included.
+    models = read_table(TRAJECTORIES).select(
+        "prompt_id", pl.col("sample_id").cast(pl.Int32), source="model"
+    )
+    sources = single.select("prompt_id", "sample_id", "source").unique()
+    assert sources.sort(pl.all()).equals(models.sort(pl.all()))
+    assert set(models["source"]) == {"base", "rl"}
+
+
 def test_torchrun_scores_the_same_table_as_one_process(single, tmp_path):
     out = tmp_path / "tokens.parquet"
     output = _finish(_divscope("score", TRAJECTORIES, *MODELS, "--out", out, torchrun=True))
@@ -124,14 +135,23 @@ def test_a_killed_torchrun_resumes_with_one_process(single, tmp_path):
     assert read_token_table(out).equals(single)
 
 
-def test_a_resume_with_other_settings_is_refused(tmp_path):
+@pytest.mark.parametrize(
+    "before,after,change",
+    [
+        ([], ["--top-p", "0.9"], "top_p: was 0.7, now 0.9"),
+        (["--source", "base"], ["--source", "rl"], 'source: was "base", now "rl"'),
+    ],
+)
+def test_a_resume_with_other_settings_is_refused(tmp_path, before, after, change):
+    trajectories = tmp_path / "trajectories.jsonl"  # without `model`: --source names it
+    read_table(TRAJECTORIES).drop("model").write_ndjson(trajectories)
     out = tmp_path / "tokens"
-    process = _divscope("score", TRAJECTORIES, *MODELS, "--out", out)
+    process = _divscope("score", trajectories, *MODELS, "--out", out, *before)
     _kill_when(process, lambda: _parts(out) >= 1)
     result = _finish_failing(
-        _divscope("score", TRAJECTORIES, *MODELS, "--out", out, "--resume", "--top-p", "0.9")
+        _divscope("score", trajectories, *MODELS, "--out", out, "--resume", *after)
     )
-    assert "an earlier run used other settings or inputs (top_p: was 0.7, now 0.9)" in result
+    assert f"an earlier run used other settings or inputs ({change}" in result
 
 
 def _finish_failing(process):

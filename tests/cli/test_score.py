@@ -1,12 +1,18 @@
 import json
+from pathlib import Path
 
 import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+import divscope
 from divscope.cli import app
+from divscope.errors import DivscopeError
 from divscope.io import read_metadata, read_token_table
+from divscope.params import ModelPair, PartedOutput, Placement
 from divscope.schema import TOKEN_TABLE
+from divscope.scoring import ScoreConfig
+from divscope.scoring.score import source_roles
 from tests.tinymodels import WORDS, make_model, make_tokenizer
 
 runner = CliRunner()
@@ -150,3 +156,118 @@ def test_interrupted_run_leaves_no_output(tmp_path, tiny_pair, monkeypatch):
     )
     assert result.exit_code != 0
     assert list(tmp_path.iterdir()) == [tmp_path / "t.jsonl"]
+
+
+# ---------------------------------------------------------------- the trajectories' source
+
+LAB = Path(__file__).resolve().parents[2] / "fixtures" / "lab"
+LAB_MODELS = ["--base", LAB / "base", "--rl", LAB / "rl"]
+
+
+def _lab_rows(path, *, model=True):
+    """Two base rollouts and two RL trajectories of the lab (samples 0-3 are base's, 4-7 rl's)."""
+    rows = pl.read_ndjson(LAB / "trajectories.jsonl").filter(
+        pl.col("prompt_id").is_in(["eval-000", "eval-001"]) & pl.col("sample_id").is_in([3, 4])
+    )
+    rows.drop([] if model else ["model"]).write_ndjson(path)
+    return rows
+
+
+def _sources(table):
+    return dict(
+        table.group_by("prompt_id", "sample_id")
+        .agg(pl.col("source").unique())
+        .explode("source")
+        .select(pl.concat_str("prompt_id", "sample_id", separator="/"), "source")
+        .iter_rows()
+    )
+
+
+def test_each_trajectory_keeps_the_model_that_generated_it(tmp_path):
+    rows = _lab_rows(tmp_path / "t.jsonl")
+    result = _run("score", tmp_path / "t.jsonl", *LAB_MODELS, "--out", tmp_path / "tokens.parquet")
+    assert result.exit_code == 0, result.output
+    assert "note:" not in result.output
+    table = read_token_table(tmp_path / "tokens.parquet")
+    assert table.columns[:3] == ["prompt_id", "sample_id", "source"]
+    assert _sources(table) == {
+        "eval-000/3": "base", "eval-000/4": "rl", "eval-001/3": "base", "eval-001/4": "rl",
+    }  # fmt: skip
+    assert read_metadata(tmp_path / "tokens.parquet")["sources"] == {"base": "base", "rl": "rl"}
+    # Without the column, the same rows are scored with a null source: only `source` differs.
+    _lab_rows(tmp_path / "plain.jsonl", model=False)
+    result = _run("score", tmp_path / "plain.jsonl", *LAB_MODELS, "--out", tmp_path / "plain")
+    assert result.exit_code == 0, result.output
+    plain = read_token_table(tmp_path / "plain")
+    assert plain["source"].null_count() == plain.height == rows["response_ids"].list.len().sum()
+    order = ("prompt_id", "sample_id", "position")
+    assert plain.drop("source").sort(order).equals(table.drop("source").sort(order))
+    # One note, naming the file and what the analyses then do.
+    assert result.output.count("note:") == 1, result.output
+    said = " ".join(result.output.split())
+    assert f"{tmp_path / 'plain.jsonl'}: trajectories have no 'model' and no --source" in said
+    assert "cannot tell base rollouts from RL trajectories and pool them" in said
+    assert read_metadata(tmp_path / "plain")["sources"] == {}
+
+
+def test_source_names_the_model_of_a_file_without_the_column(tmp_path, tiny_pair):
+    base, rl = tiny_pair
+    trajectories = _trajectories(tmp_path / "t.jsonl", ROWS)
+    out = tmp_path / "tokens.parquet"
+    result = _run("score", trajectories, "--base", base, "--rl", rl, "--out", out, "--source", rl)
+    assert result.exit_code == 0, result.output
+    assert "note:" not in result.output
+    assert read_token_table(out)["source"].unique().to_list() == [str(rl)]
+    assert read_metadata(out)["sources"] == {str(rl): "rl"}
+
+
+def test_a_source_that_the_model_column_contradicts_is_refused(tmp_path):
+    _lab_rows(tmp_path / "t.jsonl")
+    out = tmp_path / "tokens.parquet"
+    result = _run("score", tmp_path / "t.jsonl", *LAB_MODELS, "--out", out, "--source", "rl")
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    assert (
+        f"{tmp_path / 't.jsonl'}: column 'model' says ['base', 'rl'], but --source is 'rl'" in said
+    )
+    assert not out.exists()
+
+
+def test_source_roles_name_the_base_and_the_tuned_model(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    base, sft = "models/base", "models/sft-control"
+    values = [
+        "base", "rl",  # the roles' names
+        "models/base", "models/sft-control",  # the paths as given
+        str(tmp_path / "models" / "base"),  # resolved
+        "sft-control",  # the last component
+        "teacher", None,  # neither; null is left out
+    ]  # fmt: skip
+    assert source_roles(values, base, sft) == {
+        "base": "base", "rl": "rl", "models/base": "base", "models/sft-control": "rl",
+        str(tmp_path / "models" / "base"): "base", "sft-control": "rl", "teacher": None,
+    }  # fmt: skip
+    # A value that names both models alike names neither; the role's name comes first.
+    assert source_roles(["ckpt", "base"], "a/ckpt", "b/ckpt") == {"ckpt": None, "base": "base"}
+    assert source_roles(["base"], "x/model", "y/base") == {"base": "base"}
+
+
+def test_the_source_is_kept_through_shards_and_a_resume_with_another_is_refused(
+    tmp_path, tiny_pair
+):
+    base, rl = tiny_pair
+    trajectories = _trajectories(tmp_path / "t.jsonl", ROWS)
+    models = ModelPair(str(base), str(rl), placement=Placement(device="cpu"))
+    config, other = ScoreConfig(source="base"), ScoreConfig(source="rl")
+    whole = tmp_path / "whole.parquet"
+    divscope.score(trajectories, models, whole, config, progress=False)
+    out = tmp_path / "tokens"
+    first = PartedOutput(out, shard="0/2", resume=True)
+    assert divscope.score(trajectories, models, first, config, progress=False) is None
+    second = PartedOutput(out, shard="1/2", resume=True)
+    with pytest.raises(DivscopeError, match='source: was "base", now "rl"'):
+        divscope.score(trajectories, models, second, other, progress=False)
+    divscope.score(trajectories, models, second, config, progress=False)
+    assert read_token_table(out).equals(read_token_table(whole))
+    assert set(read_token_table(out)["source"]) == {"base"}
+    assert read_metadata(out)["sources"] == {"base": "base"}

@@ -154,6 +154,28 @@ def test_table_layout_keys_and_correct(pair, tokenizer):
     assert without["correct"].null_count() == without.height
 
 
+def test_source_is_the_model_column_else_the_configs(pair, tokenizer):
+    base, rl = pair
+
+    def sources(models: list[str | None], source: str | None = None) -> list[str | None]:
+        trajectories = _trajectories(5, seed=1).with_columns(pl.Series("model", models))
+        table, _ = _score(trajectories, base, rl, tokenizer, source=source, batch_tokens=40)
+        by_trajectory = table.group_by("prompt_id", "sample_id", maintain_order=True)
+        return by_trajectory.agg(pl.col("source").unique())["source"].explode().to_list()
+
+    two = ["base", None, "rl", None, "base"]
+    assert sources(two) == two
+    assert sources(["rl", None, "rl", None, None], source="rl") == ["rl"] * 5
+    with pytest.raises(DivscopeError, match=r"'model' says \['base', 'rl'\], but --source is 'rl'"):
+        sources(two, source="rl")
+    # The source is a column beside the scores: without it, every other column is the same.
+    trajectories = _trajectories(5, seed=1)
+    plain, _ = _score(trajectories, base, rl, tokenizer, batch_tokens=40)
+    named, _ = _score(trajectories, base, rl, tokenizer, source="sft", batch_tokens=40)
+    assert plain["source"].null_count() == plain.height and set(named["source"]) == {"sft"}
+    assert plain.drop("source").equals(named.drop("source"))
+
+
 def test_batching_does_not_change_results(pair, tokenizer):
     """One sequence per batch and chunk vs packed batches of mixed lengths."""
     base, rl = pair
