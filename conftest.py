@@ -39,7 +39,8 @@ def _one_torch_thread():
 @pytest.fixture(scope="session")
 def lab_tokens_path(tmp_path_factory) -> Path:
     """The token table of the committed lab's `trajectories.jsonl`, RL vs base, scored once per
-    session (slow tests only: about 5 s on 2 cores)."""
+    session (slow tests only: about 5 s on 2 cores). Its `source` is the file's `model`: `base`
+    for samples 0-3 of each prompt, `rl` for samples 4-7."""
     return _score_lab(tmp_path_factory.mktemp("lab_tokens") / "tokens.parquet")
 
 
