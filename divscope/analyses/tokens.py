@@ -86,10 +86,12 @@ def read_planning_words(path: str | os.PathLike) -> frozenset[str]:
         DivscopeError: a missing or unreadable file, a line of several words, or no word.
 
     >>> import tempfile
-    >>> with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as file:
-    ...     _ = file.write(" Wait\n\nĠHmm\nverify  \n")
-    >>> sorted(read_planning_words(file.name))
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> path = Path(folder.name, "words.txt")
+    >>> _ = path.write_text(" Wait\\n\\nĠHmm\\nverify  \\n", encoding="utf-8")
+    >>> sorted(read_planning_words(path))
     ['hmm', 'verify', 'wait']
+    >>> folder.cleanup()
     """
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
