@@ -238,11 +238,13 @@ def _words_line(core: CoreSection, top: int = 8) -> str:
 
 def _planning_line(takeover: TakeoverSection) -> str:
     plan = takeover.planning_enrichment
+    paper = f"the paper: {plan.paper_share_all:.1%} of all tokens, with its own lexicon"
     if not plan.share_all > 0:  # zero, or NaN for an empty table
-        return "Planning words: n/a (no planning words in the table)"
+        return f"Planning words: n/a (no planning words in the table; {paper})"
     return (
-        f"Planning words: {_percent(plan.share_top)} of the top {plan.top_share:.0%} vs "
-        f"{_percent(plan.share_all)} of all tokens (x{plan.enrichment:.2f})"
+        f"Planning words ({plan.n_words}-word lexicon): {_percent(plan.share_top)} of the top "
+        f"{plan.top_share:.0%} vs {_percent(plan.share_all)} of all tokens "
+        f"(x{plan.enrichment:.2f}; {paper})"
     )
 
 

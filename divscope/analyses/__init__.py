@@ -81,17 +81,20 @@ from divscope.analyses.switches import (
     threshold_sensitivity,
 )
 from divscope.analyses.tokens import (
+    PAPER_PLANNING_SHARE,
     PLANNING_WORDS,
     PlanningEnrichment,
     most_frequent_words,
     normalized_token,
     planning_enrichment,
+    read_planning_words,
     token_profile,
     word_frequencies,
 )
 
 __all__ = [
     "DIFFICULTY",
+    "PAPER_PLANNING_SHARE",
     "PLANNING_WORDS",
     "CoreSection",
     "CoreThresholds",
@@ -150,6 +153,7 @@ __all__ = [
     "planning_enrichment",
     "positional_profile",
     "rank_reordering",
+    "read_planning_words",
     "response_scores",
     "roc_points",
     "sample_rows",

@@ -30,6 +30,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -60,7 +61,13 @@ from divscope.analyses.shift import (
     tail_promotion,
     topk_overlap,
 )
-from divscope.analyses.tokens import PlanningEnrichment, planning_enrichment, word_frequencies
+from divscope.analyses.tokens import (
+    PLANNING_WORDS,
+    PlanningEnrichment,
+    planning_enrichment,
+    read_planning_words,
+    word_frequencies,
+)
 from divscope.defaults import CORE_METRIC, TAKEOVER_METRIC
 from divscope.errors import DivscopeError
 from divscope.params import Recovery
@@ -164,7 +171,7 @@ class TakeoverSection:
     early_density: pl.DataFrame
     """`early_density` of the top 1%."""
     planning_enrichment: PlanningEnrichment
-    """Planning words among the top 1% vs all tokens."""
+    """Planning words among the top 1% vs all tokens (the global share beside the paper's)."""
     failure_auroc: FailureAUROC | None
     """Top-100 mean per response; None when the table is not graded with both outcomes."""
     entropy_iou: pl.DataFrame
@@ -228,7 +235,8 @@ def to_jsonable(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class Metrics:
-    """Which divergence column each paper's section reads.
+    """Which divergence column each paper's section reads, and the takeover section's planning
+    words.
 
     >>> Metrics().sections, Metrics("kl_rl_base").sections, Metrics(core_metric="js_full").sections
     (('js', 'ce_base_rl'), ('kl_rl_base', 'kl_rl_base'), ('js_full', 'ce_base_rl'))
@@ -246,11 +254,22 @@ class Metrics:
     rescale_thresholds: bool = False
     """With a non-JS core metric, map each of the core paper's JS thresholds t to the metric's
     value at the same quantile (the share of tokens with js > t) instead of refusing them."""
+    planning_words: Path | None = None
+    """File of planning words (UTF-8, one per line) for the takeover section's planning
+    enrichment, replacing divscope's 32: a word counts where a whole token equals it, case, a
+    leading space and surrounding whitespace ignored."""
 
     @property
     def sections(self) -> tuple[str, str]:
         """The (core, takeover) metrics: `metric` for both when given, else each section's own."""
         return self.metric or self.core_metric, self.metric or self.takeover_metric
+
+    @property
+    def lexicon(self) -> frozenset[str]:
+        """The planning words: those of `planning_words`, else `PLANNING_WORDS`."""
+        if self.planning_words is None:
+            return PLANNING_WORDS
+        return read_planning_words(self.planning_words)
 
     @property
     def carried(self) -> bool:
@@ -320,9 +339,9 @@ def summary(
 
     Args:
         tokens: the token table.
-        metrics: each section's divergence column, and whether the core paper's JS thresholds
-            are carried to a non-JS core metric at the same quantile (see `core_thresholds`)
-            instead of refused.
+        metrics: each section's divergence column, the planning words (`Metrics.lexicon`), and
+            whether the core paper's JS thresholds are carried to a non-JS core metric at the
+            same quantile (see `core_thresholds`) instead of refused.
         recovery: how recovery and every interval are estimated (measure, controls,
             bootstrap).
         label: this table's label in `core.comparison`.
@@ -366,6 +385,7 @@ def summary(
             "pass the results too (--cross-sample)."
         )
     core, takeover = metrics.sections
+    lexicon = metrics.lexicon  # a bad --planning-words file is refused before the table is read
     columns = [*SUMMARY_COLUMNS, core, takeover, *(["js"] if metrics.carried else [])]
     lazy = checked_lazy(tokens, columns, what="summary")
     frame = lazy.select(list(dict.fromkeys(columns))).collect(engine="streaming")
@@ -392,7 +412,9 @@ def summary(
         core=_core_section(
             frame, core, thresholds, rescaled, label=label, compare_with=compare_with
         ),
-        takeover=_takeover_section(frame, takeover, n_boot=recovery.n_boot, seed=recovery.seed),
+        takeover=_takeover_section(
+            frame, takeover, lexicon, n_boot=recovery.n_boot, seed=recovery.seed
+        ),
         rast=RastSection(
             path_coverage=path_coverage(frame, n_boot=recovery.n_boot, seed=recovery.seed)
         ),
@@ -442,7 +464,7 @@ def _core_section(
 
 
 def _takeover_section(
-    frame: pl.DataFrame, metric: str, *, n_boot: int, seed: int
+    frame: pl.DataFrame, metric: str, lexicon: frozenset[str], *, n_boot: int, seed: int
 ) -> TakeoverSection:
     notes = []
     try:
@@ -454,7 +476,7 @@ def _takeover_section(
         metric=metric,
         lorenz=lorenz(frame, metric),
         early_density=early_density(frame, metric, top_share=0.01),
-        planning_enrichment=planning_enrichment(frame, metric, top_share=0.01),
+        planning_enrichment=planning_enrichment(frame, metric, top_share=0.01, lexicon=lexicon),
         failure_auroc=failure,
         entropy_iou=entropy_iou(frame, metric),
         notes=tuple(notes),

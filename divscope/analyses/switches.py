@@ -21,7 +21,7 @@ import polars.selectors as cs
 from divscope.analyses._frames import Frame, checked_lazy
 from divscope.analyses.controls import Settings, benchmark_codes
 from divscope.analyses.cross_sample import Reference, cross_sampling_curve
-from divscope.analyses.tokens import PLANNING_WORDS, word_counts
+from divscope.analyses.tokens import PLANNING_WORDS, lexicon_words, word_counts
 from divscope.estimators import PairedBootstrap, interval_columns
 from divscope.schema import SETTING_COLUMNS
 
@@ -387,7 +387,7 @@ def takeover_planning(
     settings = Settings(
         results, what="takeover_planning", required=("switch_tokens",), graded=False, controls=()
     )
-    words = pl.Series(sorted({w.strip().lower() for w in lexicon}), dtype=pl.String).implode()
+    words = lexicon_words(lexicon).implode()
     is_planning = pl.col("word").is_in(words)
     share_global = None
     if tokens is not None:

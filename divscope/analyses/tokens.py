@@ -7,16 +7,17 @@ Normalization runs on the distinct token strings only, which keeps it cheap on l
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import polars as pl
 
 from divscope.analyses._frames import DEFAULT_PERCENTILES, Frame, checked_lazy, top_count
 from divscope.analyses.distribution import DEFAULT_SPARSITY_THRESHOLDS, Sparsity, sparsity
+from divscope.errors import DivscopeError
 
-# Words that open, redirect or check a line of reasoning: the "planning" or "forking" tokens the
-# papers find among the most divergent positions. Pass your own lexicon to replace it.
 PLANNING_WORDS: frozenset[str] = frozenset(
     {
         "wait", "alternatively", "let", "first", "check", "verify", "hmm", "but", "maybe",
@@ -25,6 +26,22 @@ PLANNING_WORDS: frozenset[str] = frozenset(
         "double", "again", "means", "because", "if",
     }
 )  # fmt: skip
+"""divscope's planning lexicon: words that open, redirect or check a line of reasoning ("wait",
+"alternatively", "let", "verify"...), compared after `normalized_token`.
+
+Where it comes from: the takeover paper (*Reasoning Can Be Restored by Correcting a Few Decision
+Tokens*, arXiv 2605.16874) sorts tokens into "planning" and "execution" and reports planning
+tokens at 1.9% of all tokens of its base rollouts (`PAPER_PLANNING_SHARE`), 14.1% of the top
+divergence tokens and 33.3% of its takeover set (17.6x), but the paper does not print its word
+list (its code: github.com/AlphaLab-USTC/RRTokenIntervention). These 32 words are divscope's own
+choice (words that open a step, reflect or check in reasoning traces), so a share measured with
+them is comparable to the paper's in kind, not word for word; the global share (`share_all`) beside
+the paper's 1.9% says how far apart the two lexicons' coverage is. Replace it with
+`read_planning_words` (`--planning-words FILE`)."""
+
+PAPER_PLANNING_SHARE = 0.019
+"""The takeover paper's global planning share: 1.9% of all tokens of its base rollouts are
+planning tokens (its own lexicon; 1.89% in its text)."""
 
 
 def normalized_token(column: str = "token") -> pl.Expr:
@@ -41,6 +58,60 @@ def normalized_token(column: str = "token") -> pl.Expr:
         .str.to_lowercase()
         .alias(column)
     )
+
+
+def lexicon_words(lexicon: Iterable[str]) -> pl.Series:
+    """The distinct words of `lexicon`, normalized as token strings are (`normalized_token`),
+    sorted, the empty word left out.
+
+    >>> lexicon_words([" Wait", "wait", "ĠHmm", "  "]).to_list()
+    ['hmm', 'wait']
+    """
+    words = pl.DataFrame({"token": list(lexicon)}, schema={"token": pl.String})
+    words = words.select(normalized_token())["token"]
+    return words.filter(words != "").unique().sort()
+
+
+def read_planning_words(path: str | os.PathLike) -> frozenset[str]:
+    """The planning words of a text file (`--planning-words FILE`), to replace `PLANNING_WORDS`.
+
+    The file is UTF-8 with one word per line. Each line is normalized as token strings are
+    (`normalized_token`: a leading space marker, the surrounding whitespace and case do not
+    count), blank lines are skipped, and a line with whitespace inside is refused: a word
+    matches a token whose whole normalized string it is, never part of a token nor a run of
+    tokens, so a word the tokenizer splits into pieces (" alternatively" as " altern" + "atively")
+    matches none of them; list the pieces you mean to count.
+
+    Raises:
+        DivscopeError: a missing or unreadable file, a line of several words, or no word.
+
+    >>> import tempfile
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> path = Path(folder.name, "words.txt")
+    >>> _ = path.write_text(" Wait\\n\\nĠHmm\\nverify  \\n", encoding="utf-8")
+    >>> sorted(read_planning_words(path))
+    ['hmm', 'verify', 'wait']
+    >>> folder.cleanup()
+    """
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise DivscopeError(
+            f"--planning-words {str(path)!r}: cannot read it ({error}); give a UTF-8 text file "
+            "with one planning word per line."
+        ) from error
+    for number, line in enumerate(lines, start=1):
+        if len(line.split()) > 1:
+            raise DivscopeError(
+                f"--planning-words {str(path)!r}, line {number}: {line!r} holds several words; "
+                "a word is compared with one token, so put one word per line."
+            )
+    found = frozenset(lexicon_words(lines))
+    if not found:
+        raise DivscopeError(
+            f"--planning-words {str(path)!r}: no word in it; give one planning word per line."
+        )
+    return found
 
 
 def word_counts(lazy: pl.LazyFrame) -> pl.LazyFrame:
@@ -80,6 +151,10 @@ class PlanningEnrichment:
     """Share of planning words among all tokens."""
     enrichment: float
     """share_top / share_all (NaN when no token is a planning word)."""
+    n_words: int
+    """Words in the lexicon (32: `PLANNING_WORDS`)."""
+    paper_share_all: float = PAPER_PLANNING_SHARE
+    """The takeover paper's global share, 1.9% with its own lexicon, beside `share_all`."""
 
 
 def planning_enrichment(
@@ -95,10 +170,13 @@ def planning_enrichment(
         tokens: a token table with `token`.
         metric: the divergence column.
         top_share: share of tokens, most divergent first, in (0, 1].
-        lexicon: the planning words, compared after normalization (default `PLANNING_WORDS`).
+        lexicon: the planning words, normalized as tokens are (`lexicon_words`; default
+            `PLANNING_WORDS`;
+            `read_planning_words` reads a file of them).
 
     Returns:
-        A `PlanningEnrichment`.
+        A `PlanningEnrichment`: `share_all` is the global planning share, the paper's 1.9%
+        beside it.
 
     >>> frame = pl.DataFrame({"token": [" Wait", " the", " so", " x"], "js": [0.6, 0.1, 0.0, 0.0]})
     >>> result = planning_enrichment(frame, top_share=0.25)
@@ -107,7 +185,7 @@ def planning_enrichment(
     """
     lazy = checked_lazy(tokens, ["token", metric], what="planning_enrichment")
     lazy = lazy.select("token", metric).drop_nulls(metric)
-    words = pl.Series(sorted({w.strip().lower() for w in lexicon}), dtype=pl.String)
+    words = lexicon_words(lexicon)
     counts = word_counts(lazy).collect()
     n = int(counts["count"].sum())
     planning_all = int(counts.filter(pl.col("word").is_in(words.implode()))["count"].sum())
@@ -125,6 +203,7 @@ def planning_enrichment(
         share_top=share_top,
         share_all=share_all,
         enrichment=share_top / share_all if share_all else float("nan"),
+        n_words=len(words),
     )
 
 

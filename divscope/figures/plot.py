@@ -37,7 +37,8 @@ def formats_of(text: str) -> tuple[str, ...]:
 def plot(
     study: Study,
     out: Output,
-    metrics: Metrics = Metrics(),  # noqa: B008 (frozen, hashable)
+    # No figure counts planning words: --planning-words is analyze's and report's.
+    metrics: Annotated[Metrics, Flag(omit=("planning_words",))] = Metrics(),  # noqa: B008
     recovery: Recovery = Recovery(),  # noqa: B008 (frozen, hashable)
     names: Annotated[tuple[str, ...], Flag("--figure")] = (),
     formats: Annotated[tuple[str, ...], Flag("--format", parse=formats_of)] = FORMATS,

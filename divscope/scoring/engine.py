@@ -74,9 +74,10 @@ class ScoreConfig:
     values left None. None: on a GPU its free memory once the models are loaded; on the CPU
     no plan (the defaults above)."""
     head_dtype: str | None = None
-    """`float32` computes the output head in float32 from a float32 copy of its weights
-    (--head-dtype; see `models.head.OutputHead` for the memory it costs); None: in the weights'
-    dtype."""
+    """`float32` computes the output head from a float32 copy of its weights (--head-dtype; see
+    `models.head.OutputHead` for the memory it costs); None: from the weights as they are.
+    Either way a bf16 or fp16 head's products are accumulated and returned in float32, never
+    rounded to half precision first."""
     source: Annotated[str | None, Flag(metavar="NAME")] = None
     """The model that generated the trajectories (--source), the token table's `source`, for
     trajectories without a `model` column (or for their rows whose `model` is null); a file

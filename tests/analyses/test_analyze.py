@@ -92,7 +92,10 @@ def test_digest_says_na_and_why_where_a_group_is_empty():
         "(no position above the threshold)"
     ) in text
     assert "Tail promotion: no high-divergence positions" in text
-    assert "Planning words: n/a (no planning words in the table)" in text
+    assert (
+        "Planning words: n/a (no planning words in the table; the paper: 1.9% of all tokens, "
+        "with its own lexicon)"
+    ) in text
     assert "nan" not in text.lower()
     # High-divergence positions, none promoted from the tail (base probability 0.5 >= 0.01).
     loud = token_table(js=np.full(200, 0.5), token=" x", p_base_of_rl_top1=0.5)
@@ -113,8 +116,33 @@ def test_digest_of_populated_groups_gives_the_numbers(tokens):
     assert "IoU with the top base-entropy tokens: top 1% " in text
     assert "Words: js > 0.1: 'wait' 100.00%; js < 0.01: 'wait' 100.00%" in text
     # Every token is " wait", so the planning-word shares are 100% and the enrichment 1.
-    assert "Planning words: 100.00% of the top 1% vs 100.00% of all tokens (x1.00)" in text
+    assert (
+        "Planning words (32-word lexicon): 100.00% of the top 1% vs 100.00% of all tokens "
+        "(x1.00; the paper: 1.9% of all tokens, with its own lexicon)"
+    ) in text
     assert "take an RL top-1 with base probability < 0.01; their mean RL probability 0." in text
+
+
+def test_the_takeover_section_counts_the_planning_words_of_the_metrics(tmp_path):
+    frame = token_table(js=np.zeros(200), token=" the", p_base_of_rl_top1=0.5)
+    frame = frame.with_columns(
+        token=pl.Series([" Hmm", " the"] * 100),
+        ce_base_rl=pl.Series([5.0, 0.0, 4.0] + [0.1] * 197).cast(pl.Float32),
+    )  # the top 1% (2 tokens): the two " Hmm" at rows 0 and 2
+    words = tmp_path / "words.txt"
+    words.write_text("The\n", encoding="utf-8")
+    default = summary(frame, recovery=Recovery(n_boot=10))
+    custom = summary(frame, Metrics(planning_words=words), Recovery(n_boot=10))
+    plan = default.takeover.planning_enrichment
+    assert (plan.share_all, plan.share_top, plan.n_words) == (0.5, 1.0, 32)  # "hmm" is planning
+    plan = custom.takeover.planning_enrichment
+    assert (plan.share_all, plan.share_top, plan.n_words) == (0.5, 0.0, 1)
+    stored = custom.to_dict()["takeover"]["planning_enrichment"]
+    assert (stored["share_all"], stored["paper_share_all"]) == (0.5, 0.019)
+    assert (
+        "Planning words (1-word lexicon): 0.00% of the top 1% vs 50.00% of all tokens "
+        "(x0.00; the paper: 1.9% of all tokens, with its own lexicon)"
+    ) in digest(custom, source="t.parquet")
 
 
 @pytest.mark.slow
@@ -124,7 +152,11 @@ def test_digest_on_the_lab_finds_its_planning_words_and_prints_no_nan(lab_tokens
         divscope.analyze(tokens, tmp_path / "s.json", recovery=Recovery(n_boot=20)), source=tokens
     )
     # The lab's solutions open with "Let"/"First" and reflect with "Wait"/"Hmm".
-    assert re.search(r"Planning words: [\d.]+% of the top 1% vs [\d.]+% of all tokens \(x", text)
+    assert re.search(
+        r"Planning words \(32-word lexicon\): [\d.]+% of the top 1% vs [\d.]+% of all tokens "
+        r"\(x[\d.]+; the paper: 1.9% of all tokens",
+        text,
+    )
     assert "nan" not in text.lower()
 
 

@@ -73,6 +73,19 @@ def test_analyze_prints_a_digest_and_writes_json(tokens, tmp_path):
     assert len(document["core"]["positional_profile"]) == 20
 
 
+def test_planning_words_from_a_file(tokens, tmp_path):
+    words = tmp_path / "words.txt"
+    words.write_text(" The\nx\n", encoding="utf-8")
+    out = tmp_path / "summary.json"
+    result = run(tokens, "--out", out, "--n-boot", "10", "--planning-words", words)
+    assert result.exit_code == 0, result.output
+    assert "Planning words (2-word lexicon): " in result.output
+    stored = json.loads(out.read_text())["takeover"]["planning_enrichment"]
+    table = pl.read_parquet(tokens)
+    share = table["token"].is_in([" the", " x"]).mean()
+    assert (stored["n_words"], stored["share_all"]) == (2, pytest.approx(share))
+
+
 def test_analyze_with_compare_and_cross_sample_results(tokens, tmp_path):
     sft = write_token_table(tmp_path / "sft.parquet", seed=1)
     other = write_token_table(tmp_path / "other.parquet", seed=2)
@@ -142,6 +155,7 @@ def test_rescaled_thresholds_are_printed_and_stored(tokens, tmp_path):
         (["--label", "x"], "--label given 1 times but --compare only 0 times"),
         (["--compare", "missing.parquet"], "no such token table"),
         (["--recovery-at", "8"], "pass the results too (--cross-sample)"),
+        (["--planning-words", "missing.txt"], "--planning-words 'missing.txt': cannot read it"),
         (["--cross-sample", "xs.parquet", "--reference", "runs/thinking.parquet"], "no such file"),
     ],
 )

@@ -68,6 +68,12 @@ def test_summary_tables_hold_both_papers_with_intervals(result):
     assert html.count("<table") >= 6
     # intervals as estimate [low, high]
     assert re.search(r"\d(\.\d+)? \[\d(\.\d+)?(e-\d+)?, \d(\.\d+)?(e-\d+)?\]", html)
+    # the global planning share beside the takeover paper's 1.9%
+    plan = result.takeover.planning_enrichment
+    table = html[html.index("<caption>planning enrichment</caption>") :].split("</table>")[0]
+    for name in ("share_all", "paper_share_all", "n_words"):
+        assert f'<th scope="row">{name}</th>' in table
+    assert f"<td>{page._cell(plan.share_all)}</td>" in table and "<td>0.019</td>" in table
 
 
 def test_cross_sampling_table(result):

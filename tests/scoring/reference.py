@@ -182,3 +182,34 @@ def rl_twin(model, seed: int, noise: float = 0.3):
                 noise * parameter.std() * torch.randn(parameter.shape, generator=generator)
             )
     return twin
+
+
+def response_hidden(model, prompt: list[int], response: list[int]) -> torch.Tensor:
+    """The model's final hidden states `[T, d]` that predict the response tokens (row t predicts
+    response token t), from one unbatched forward of its decoder."""
+    ids = torch.tensor([prompt + response[:-1]])
+    with torch.inference_mode():
+        hidden = model.get_decoder()(input_ids=ids, use_cache=False).last_hidden_state[0]
+    return hidden[len(prompt) - 1 :]
+
+
+def head_twin(model, hidden: torch.Tensor, sigma: float, seed: int = 0):
+    """A copy of `model` whose output head alone is perturbed (untied from the input
+    embeddings, so both models share every hidden state): its rows are the head's plus
+    Gaussian noise, rounded to the head's dtype, scaled so that the true (float64) logit
+    differences on `hidden` `[n, d]` have standard deviation `sigma` (to 2%)."""
+    twin = copy.deepcopy(model)
+    weight = model.get_output_embeddings().weight.detach()  # [V, d]
+    noise = torch.randn(weight.shape, generator=torch.Generator().manual_seed(seed))
+    exact, states = weight.double(), hidden.double()
+    scale = sigma / states.norm(dim=-1).mean().item()
+    for _ in range(20):
+        perturbed = (exact + scale * noise.double()).to(weight.dtype)  # [V, d]
+        spread = ((perturbed.double() - exact) @ states.T).std().item()
+        if abs(spread / sigma - 1) < 0.02:
+            break
+        scale *= sigma / spread
+    else:
+        raise AssertionError(f"head_twin: logit differences of {spread:.3g}, not {sigma:.3g}")
+    twin.get_output_embeddings().weight = torch.nn.Parameter(perturbed, requires_grad=False)
+    return twin
