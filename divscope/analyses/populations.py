@@ -221,8 +221,9 @@ def population(
     )
     n_responses, n_tokens = int(counts["responses"]), int(counts["tokens"])
     used_roles = {role_of(v, roles) for v in used}
+    pooled = None
     if not used:
-        description = f"all {n_responses:,} responses (no source column: populations unknown)"
+        pooled = "(no source column: populations unknown)"
     elif len(used_roles) == 1 and None not in used_roles:
         (role,) = used_roles
         named = [v for v in used if v != role]
@@ -230,10 +231,13 @@ def population(
     elif len(used) == 1:
         description = f"trajectories of {used[0]}"
     else:
-        description = f"all {n_responses:,} responses ({', '.join(used)})"
+        pooled = f"({', '.join(used)})"
+    if pooled is not None:
+        description = f"all trajectories {pooled}"
     note = None
     if used_roles != {paper}:
-        note = f"on {description}; the paper uses {ROLE_TEXT[paper]}"
+        subject = description if pooled is None else f"all {n_responses:,} responses {pooled}"
+        note = f"on {subject}; the paper uses {ROLE_TEXT[paper]}"
     return rows, Population(
         section=section,
         wanted=wanted,

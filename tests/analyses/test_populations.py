@@ -79,7 +79,10 @@ def test_population_overrides_a_section():
     assert result.takeover.lorenz.gini == analyses.lorenz(only(frame, "rl"), "ce_base_rl").gini
     assert result.core.sparsity == analyses.sparsity(frame, "js", thresholds=(1e-4, 1e-3, 1e-2))
     assert result.takeover.population.note == "on rl trajectories; the paper uses base rollouts"
-    assert result.core.population.description == "all 24 responses (base, rl)"
+    assert result.core.population.description == "all trajectories (base, rl)"
+    assert result.core.population.note == (
+        "on all 24 responses (base, rl); the paper uses rl trajectories"
+    )
     assert result.core.population.note.endswith("the paper uses rl trajectories")
     assert result.rast.population.note is None  # not overridden
 
@@ -124,12 +127,12 @@ def test_a_table_without_source_is_read_whole_and_says_so():
         used = getattr(result, section).population
         assert used.sources == ()
         assert used.n_responses == 24
-        assert used.description == "all 24 responses (no source column: populations unknown)"
+        assert used.description == "all trajectories (no source column: populations unknown)"
     assert result.takeover.population.note == (
         "on all 24 responses (no source column: populations unknown); the paper uses base rollouts"
     )
     text = digest(result, source="old.parquet")
-    assert text.count("Population: all 24 responses (no source column") == 3
+    assert text.count("Population: all trajectories (no source column") == 3
 
 
 def test_an_override_naming_what_is_absent_is_refused_with_the_sources_present():
