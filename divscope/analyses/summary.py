@@ -14,9 +14,14 @@ Each statistic is reported as the paper that defines it computes it, in its own 
   failure AUROC of each response's top-100 mean beside base entropy, and the IoU of the top-p%
   divergent positions with the top-p% base-entropy positions;
 - `Summary.rast`, *RAST*: the path coverage rate (the base model's greedy token is the
-  trajectory's), meaningful on the RL model's trajectories;
+  trajectory's), on the RL model's trajectories;
 - `Summary.cross_sample`, with cross-sample results: `cross_sample_report` (recovery, pass@k,
   majority@k, flips, differences, the takeover knee, ...).
+
+Each section reads its paper's population of the table's trajectories (`populations`, by the
+`source` column): the core section the RL model's, the takeover section base rollouts, RAST's
+the RL model's; `Metrics.population` overrides one. Where a population is absent, the section is
+computed on what is there and its `population.note` says so.
 
 The takeover statistics rank tokens (top 1%, top-100, top p%, Gini) and apply to any metric.
 The core paper's thresholds are JS values in nats: a core section on a metric other than `js`

@@ -30,6 +30,7 @@ from divscope import analyses, figures
 from divscope.analyses._frames import Frame
 from divscope.analyses.populations import (
     Population,
+    Section,
     SourceRoles,
     companion_population,
     population,
@@ -48,7 +49,6 @@ from divscope.figures.style import metric_symbol
 from divscope.params import Recovery
 
 Need = Literal["tokens", "compare", "evolution", "cross_sample"]
-Section = Literal["core", "takeover", "rast"]
 SECTIONS: dict[Section, str] = {
     "core": f"Core paper: {CORE_PAPER}",
     "takeover": f"Takeover paper: {TAKEOVER_PAPER}",
@@ -618,11 +618,14 @@ def population_caption(spec: FigureSpec, inputs: PlotInputs) -> str:
     return f" {inputs.label} {used.text}; {listed}."
 
 
-def _population_line(inputs: PlotInputs, section: Section) -> str:
-    """The population of a section's figures of the token table, for `index.md`."""
+def _population_lines(inputs: PlotInputs, section: Section) -> list[str]:
+    """The population of a section's figures of the token table, for `index.md`; none for a
+    section whose figures read only cross-sample results (RAST's)."""
+    if all(spec.needs == "cross_sample" for spec in FIGURES.values() if spec.section == section):
+        return []
     used = inputs.population(section)[1]
-    line = f"Drawn {used.text}."
-    return line if used.note is None else f"{line} Note: {used.note}."
+    line = f"The figures of the token table are drawn {used.text}."
+    return [line if used.note is None else f"{line} Note: {used.note}.", ""]
 
 
 def _index(
@@ -638,7 +641,7 @@ def _index(
         lines += [description, ""]
     for section, heading in SECTIONS.items():
         metric = f", on `{inputs.metric_of(section)}`" if section != "rast" else ""
-        lines += [f"## {heading}{metric}", "", _population_line(inputs, section), ""]
+        lines += [f"## {heading}{metric}", "", *_population_lines(inputs, section)]
         names = [name for name in written if FIGURES[name].section == section]
         if not names:
             lines += ["No figure of this paper was drawn (see Skipped).", ""]

@@ -85,8 +85,10 @@ def test_plot_names_each_sections_population_in_the_index(table, tmp_path):
     out = tmp_path / "figures"
     divscope.plot(table, out, names=["lorenz", "percentile_curve"], formats=["png"])
     index = (out / "index.md").read_text()
-    assert "Drawn on rl trajectories: 16 responses, 480 tokens." in index
-    assert "Drawn on base rollouts: 16 responses, 480 tokens." in index
+    drawn = "The figures of the token table are drawn on"
+    assert f"{drawn} rl trajectories: 16 responses, 480 tokens." in index
+    assert f"{drawn} base rollouts: 16 responses, 480 tokens." in index
+    assert index.count(drawn) == 2  # RAST's figures read only cross-sample results
     assert "On base rollouts: 16 responses, 480 tokens." in index  # lorenz's caption
 
 
