@@ -122,3 +122,16 @@ def test_cli_population_overrides_the_takeover_section(table, tmp_path):
         assert result.exit_code == 2 and message in result.output, result.output
     result = CliRunner().invoke(app, ["plot", "--help"])
     assert "--population" in result.output
+
+
+def test_the_evolution_checkpoints_are_read_on_the_core_populations_trajectories():
+    frame = two_sources()
+    steps = {10: frame.with_columns(pl.col("js") * 0.1), 20: frame.drop("source")}
+    inputs = PlotInputs(frame, evolution=steps)
+    assert inputs.checkpoints[10].equals(steps[10].filter(source="rl"))
+    assert inputs.checkpoints[20].equals(steps[20])  # no source: every trajectory, said
+    caption = figure_caption(FIGURES["evolution"], inputs)
+    assert "step 10 on rl trajectories: 16 responses, 480 tokens;" in caption
+    assert "step 20 on all trajectories (no source column: populations unknown): 32 responses" in (
+        caption
+    )
