@@ -21,6 +21,7 @@ from divscope.analyses.cross_sample import REFERENCE, TakeoverKnee, setting_labe
 from divscope.analyses.cross_sample_report import CrossSampleReport
 from divscope.analyses.difficulty import Difficulty
 from divscope.analyses.distribution import MatchedThreshold
+from divscope.analyses.populations import Population
 from divscope.analyses.summary import CoreSection, Summary, TakeoverSection
 from divscope.estimators import Interval
 from divscope.schema import SETTING_COLUMNS
@@ -72,26 +73,46 @@ def digest(result: Summary, *, source: str | os.PathLike) -> str:
     lines += _takeover_lines(result.takeover)
     coverage = result.rast.path_coverage
     lines += _heading("RAST: path coverage")
+    lines += population_lines(result.rast.population)
     lines.append(
-        f"Base greedy token = trajectory token (PCR; RAST reads it on the RL model's "
-        f"trajectories): {_interval(coverage.mean)} mean over {coverage.n_responses:,} "
-        f"responses, {_interval(coverage.pooled)} pooled over {coverage.n_tokens:,} tokens"
+        f"Base greedy token = trajectory token (PCR): {_interval(coverage.mean)} mean over "
+        f"{coverage.n_responses:,} responses, {_interval(coverage.pooled)} pooled over "
+        f"{coverage.n_tokens:,} tokens"
     )
     if result.cross_sample is not None:
         lines += _heading("Cross-sampling")
         lines.append(cross_sample_text(result.cross_sample))
     if result.difficulty is not None:
-        lines += _difficulty_lines(result.difficulty)
+        lines += _difficulty_lines(result.difficulty, result.core.population)
     return "\n".join(lines)
 
 
-def _difficulty_lines(difficulty: Difficulty) -> list[str]:
-    """Sparsity, position and recovery per base pass@1 tertile, and easy − hard."""
+def population_lines(population: Population) -> list[str]:
+    """A section's population: what it read, how many responses, and the note when it is not
+    the paper's.
+
+    >>> used = Population("takeover", "base", "base", ("rl",), "rl trajectories", 4, 80,
+    ...     note="on rl trajectories; the paper uses base rollouts")
+    >>> for line in population_lines(used):
+    ...     print(line)
+    Population: rl trajectories, 4 responses, 80 tokens
+    note: on rl trajectories; the paper uses base rollouts
+    """
+    lines = [
+        f"Population: {population.description}, {population.n_responses:,} responses, "
+        f"{population.n_tokens:,} tokens"
+    ]
+    return lines + ([f"note: {population.note}"] if population.note else [])
+
+
+def _difficulty_lines(difficulty: Difficulty, population: Population) -> list[str]:
+    """Sparsity, position and recovery per base pass@1 tertile, and easy − hard, on the core
+    section's population."""
     m = difficulty.metric
     table = difficulty.sparsity
     shares = [f"share_above_{t:g}" for t in difficulty.thresholds]
     percentiles = [percentile_label(q) for q in difficulty.percentiles]
-    lines = _heading(f"By difficulty (base pass@1 tertiles, {m})")
+    lines = _heading(f"By difficulty (base pass@1 tertiles, {m}, {population.description})")
     for row in table.iter_rows(named=True):
         above = ", ".join(
             f"> {name.removeprefix('share_above_')} {interval_text(row, name)}" for name in shares
@@ -136,7 +157,7 @@ def _interval(interval: Interval) -> str:
 
 def _core_lines(core: CoreSection) -> list[str]:
     m, s = core.metric, core.sparsity
-    lines = _heading(f"Sparse but Critical ({m})")
+    lines = _heading(f"Sparse but Critical ({m})") + population_lines(core.population)
     if core.rescaled is not None:
         lines.append(f"JS thresholds carried to {m} at the same quantile of this table:")
         lines += [
@@ -165,6 +186,8 @@ def _core_lines(core: CoreSection) -> list[str]:
             "Comparison": core.comparison,
         }
     )
+    for name, side in (core.comparison_populations or {}).items():
+        lines.append(f"Comparison, {name}: {side.text}")
     return lines
 
 
@@ -185,7 +208,7 @@ def _takeover_lines(takeover: TakeoverSection) -> list[str]:
         f"top {row['share']:.0%} {row['iou']:.3f} (chance {row['chance_iou']:.3f})"
         for row in takeover.entropy_iou.drop_nulls("iou").iter_rows(named=True)
     )
-    lines = _heading(f"Decision-token takeover ({m})")
+    lines = _heading(f"Decision-token takeover ({m})") + population_lines(takeover.population)
     lines += [
         f"Concentration: Gini {lz.gini:.3f}; {mass}",
         f"Position: the top 1% sit at density {first_bin['density']:.2f} in the first "

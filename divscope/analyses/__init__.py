@@ -49,6 +49,7 @@ from divscope.analyses.failure import (
     roc_points,
 )
 from divscope.analyses.flips import base_flips, flip_counts, flips
+from divscope.analyses.populations import Population, SourceRoles, population
 from divscope.analyses.position import early_density, example_response, positional_profile
 from divscope.analyses.sampling import Sample, high_divergence_sample, sample_rows
 from divscope.analyses.shift import (
@@ -108,11 +109,13 @@ __all__ = [
     "MatchedThreshold",
     "Metrics",
     "PathCoverage",
+    "Population",
     "PlanningEnrichment",
     "RankReordering",
     "RastSection",
     "Reference",
     "Sample",
+    "SourceRoles",
     "Setting",
     "Settings",
     "Sparsity",
@@ -151,6 +154,7 @@ __all__ = [
     "pass_at_k_curve",
     "path_coverage",
     "planning_enrichment",
+    "population",
     "positional_profile",
     "rank_reordering",
     "read_planning_words",

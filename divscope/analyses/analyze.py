@@ -26,9 +26,12 @@ def analyze(
 
     Where the RL model departs from the base, each statistic as its paper computes it: the core
     paper's (Sparse but Critical; sparsity, position, entropy, top-k overlap, rank reordering, tail
-    promotion, word frequencies) on js, the takeover paper's (Lorenz/Gini, early density, planning
-    words, failure AUROC, IoU with base entropy) on ce_base_rl, and RAST's path coverage; with
-    --compare, side-by-side sparsity; with --cross-sample, the cross-sample report (recovery per
+    promotion, word frequencies) on js and the RL model's trajectories, the takeover paper's
+    (Lorenz/Gini, early density, planning words, failure AUROC, IoU with base entropy) on
+    ce_base_rl and base rollouts, and RAST's path coverage on RL trajectories (the `source`
+    column; --population overrides; where a population is absent, each section is computed on
+    what is there and says so); with --compare, side-by-side sparsity, each side naming its
+    trajectories; with --cross-sample, the cross-sample report (recovery per
     setting, pass@k, majority@k, flips, differences, recovery and effective/total switches per
     eps, and with `switch_js` the share of switch positions still above eps online); with
     --difficulty, sparsity, position and (with --cross-sample) recovery per tertile of the base
@@ -37,7 +40,9 @@ def analyze(
 
     The JSON holds `tokens` (the path), `metadata` (the token table's `divscope` metadata, or
     null when it has none) and every field of the `Summary`: `n_tokens`, `n_responses`,
-    `n_prompts`, the sections `core`, `takeover` and `rast` (each with its metric and paper),
+    `n_prompts` (of the whole table), the sections `core`, `takeover` and `rast` (each with its
+    metric, paper and `population`: the trajectories it read, their counts, and a note when
+    they are not the paper's),
     `cross_sample` (null without results) and `difficulty` (null without `difficulty`),
     frames as lists of rows and NaN as null.
 
@@ -47,7 +52,7 @@ def analyze(
             and reference for accuracy and recovery, the graded base responses whose
             per-prompt pass@1 tertiles (`difficulty_tertiles`) split the statistics.
         out: the JSON file (`Output`; a path: without overwrite), written atomically.
-        metrics: each section's divergence column (`Metrics`).
+        metrics: each section's divergence column and population (`Metrics`).
         recovery: how recovery and every interval are estimated (`Recovery`).
         differences: two settings of --cross-sample to compare, "A - B", each side
             column=value[,column=value] (e.g. "policy=rl-replace - policy=base-greedy"): their
@@ -85,6 +90,7 @@ def analyze(
         reference=tables.reference,
         differences=tuple(differences),
         difficulty=tables.difficulty,
+        roles=tables.roles,
     )
     try:
         metadata = read_metadata(study.tokens)

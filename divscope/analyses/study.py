@@ -22,6 +22,7 @@ from typing import Annotated
 
 import polars as pl
 
+from divscope.analyses.populations import SourceRoles
 from divscope.errors import DivscopeError
 from divscope.params import Flag
 
@@ -130,6 +131,11 @@ class Study:
             difficulty=None
             if self.difficulty is None
             else difficulty_tertiles(read_table(self.difficulty), model=self.difficulty_model),
+            roles=SourceRoles(
+                tokens=source_roles(self.tokens),
+                compare={name: source_roles(path) for name, path in compared.items()},
+                evolution={step: source_roles(path) for step, path in steps.items()},
+            ),
         )
 
 
@@ -150,6 +156,25 @@ class StudyTables:
     control)."""
     difficulty: pl.DataFrame | None
     """Per prompt its base pass@1 tertile (`difficulty_tertiles`)."""
+    roles: SourceRoles = SourceRoles()
+    """Each token table's `sources` metadata: which source values are the base model's and
+    which the tuned model's (`divscope.analyses.populations`)."""
+
+
+def source_roles(path: str | os.PathLike) -> dict[str, str | None]:
+    """The `sources` metadata of a token table (source value -> `base`, `rl` or None); empty
+    when the table has no such metadata (written before trajectories had a source).
+
+    >>> set(source_roles(lab_tokens).values()) <= {"base", "rl", None}
+    True
+    """
+    from divscope.io import read_metadata
+
+    try:
+        metadata = read_metadata(path)
+    except DivscopeError:
+        return {}
+    return dict(metadata.get("sources") or {})
 
 
 def evolution_steps(specs: tuple[str, ...] | list[str]) -> dict[int, Path]:
@@ -178,4 +203,4 @@ def evolution_steps(specs: tuple[str, ...] | list[str]) -> dict[int, Path]:
     return steps
 
 
-__all__ = ["Study", "StudyTables", "evolution_steps"]
+__all__ = ["Study", "StudyTables", "evolution_steps", "source_roles"]

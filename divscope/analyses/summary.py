@@ -14,9 +14,14 @@ Each statistic is reported as the paper that defines it computes it, in its own 
   failure AUROC of each response's top-100 mean beside base entropy, and the IoU of the top-p%
   divergent positions with the top-p% base-entropy positions;
 - `Summary.rast`, *RAST*: the path coverage rate (the base model's greedy token is the
-  trajectory's), meaningful on the RL model's trajectories;
+  trajectory's), on the RL model's trajectories;
 - `Summary.cross_sample`, with cross-sample results: `cross_sample_report` (recovery, pass@k,
   majority@k, flips, differences, the takeover knee, ...).
+
+Each section reads its paper's population of the table's trajectories (`populations`, by the
+`source` column): the core section the RL model's, the takeover section base rollouts, RAST's
+the RL model's; `Metrics.population` overrides one. Where a population is absent, the section is
+computed on what is there and its `population.note` says so.
 
 The takeover statistics rank tokens (top 1%, top-100, top p%, Gini) and apply to any metric.
 The core paper's thresholds are JS values in nats: a core section on a metric other than `js`
@@ -31,7 +36,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import polars as pl
 
@@ -50,6 +55,15 @@ from divscope.analyses.distribution import (
     sparsity,
 )
 from divscope.analyses.failure import FailureAUROC, failure_auroc
+from divscope.analyses.populations import (
+    SECTIONS,
+    Population,
+    SourceRoles,
+    companion_population,
+    parse_populations,
+    population,
+    with_source,
+)
 from divscope.analyses.position import early_density, positional_profile
 from divscope.analyses.shift import (
     DEFAULT_OVERLAP_THRESHOLDS,
@@ -70,7 +84,7 @@ from divscope.analyses.tokens import (
 )
 from divscope.defaults import CORE_METRIC, TAKEOVER_METRIC
 from divscope.errors import DivscopeError
-from divscope.params import Recovery
+from divscope.params import Flag, Recovery
 from divscope.schema import OVERLAP_KS
 
 SUMMARY_COLUMNS: tuple[str, ...] = tuple(dict.fromkeys((
@@ -158,6 +172,12 @@ class CoreSection:
     word_frequencies: pl.DataFrame
     comparison: pl.DataFrame | None
     """`compare` of this table and the `compare_with` tables; None without them."""
+    population: Population
+    """The trajectories the section read (default: the RL model's)."""
+    comparison_populations: Mapping[str, Population] | None = None
+    """Label -> the trajectories each side of `comparison` read: this table's population, and
+    each compared table's on the same trajectories where it holds them (else its own tuned
+    model's); None without `compare_with`."""
     paper: str = CORE_PAPER
 
 
@@ -178,6 +198,8 @@ class TakeoverSection:
     """`entropy_iou` at the top 1, 5, 10 and 20%."""
     notes: tuple[str, ...]
     """Why a statistic was skipped."""
+    population: Population
+    """The trajectories the section read (default: base rollouts)."""
     paper: str = TAKEOVER_PAPER
 
 
@@ -186,6 +208,8 @@ class RastSection:
     """RAST's path coverage rate of the table's trajectories."""
 
     path_coverage: PathCoverage
+    population: Population
+    """The trajectories the section read (default: the RL model's)."""
     paper: str = RAST_PAPER
 
 
@@ -235,11 +259,13 @@ def to_jsonable(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class Metrics:
-    """Which divergence column each paper's section reads, and the takeover section's planning
-    words.
+    """Which divergence column and which trajectories each paper's section reads, and the
+    takeover section's planning words.
 
     >>> Metrics().sections, Metrics("kl_rl_base").sections, Metrics(core_metric="js_full").sections
     (('js', 'ce_base_rl'), ('kl_rl_base', 'kl_rl_base'), ('js_full', 'ce_base_rl'))
+    >>> Metrics(population=("takeover=rl",)).population_of("takeover")
+    'rl'
     """
 
     metric: str | None = None
@@ -258,6 +284,19 @@ class Metrics:
     """File of planning words (UTF-8, one per line) for the takeover section's planning
     enrichment, replacing divscope's 32: a word counts where a whole token equals it, case, a
     leading space and surrounding whitespace ignored."""
+    population: Annotated[tuple[str, ...], Flag(metavar="SECTION=SOURCE")] = ()
+    """The trajectories a section reads (repeat): SECTION core, takeover or rast; SOURCE a role
+    (base, rl), a value of the table's source column, or all. Default: each paper's, core on rl
+    trajectories, takeover on base rollouts, rast on rl trajectories."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "population", tuple(self.population))
+        parse_populations(self.population)
+
+    def population_of(self, section: str) -> str | None:
+        """The population given for `section` (`--population`); None: the paper's."""
+        given = dict(spec.partition("=")[::2] for spec in self.population)
+        return {k.strip(): v.strip() for k, v in given.items()}.get(section)
 
     @property
     def sections(self) -> tuple[str, str]:
@@ -275,6 +314,29 @@ class Metrics:
     def carried(self) -> bool:
         """Whether the core paper's JS thresholds are carried to a non-JS core metric."""
         return self.rescale_thresholds and self.sections[0] not in JS_METRICS
+
+
+def section_populations(
+    frame: pl.DataFrame,
+    metrics: Metrics,
+    roles: Mapping[str, str | None] | None = None,
+) -> tuple[dict[str, pl.DataFrame], dict[str, Population]]:
+    """Each section's rows of `frame` and what they are (`populations.population`): the paper's
+    population, or `metrics.population`'s.
+
+    >>> frame = pl.DataFrame({"prompt_id": ["a", "b"], "sample_id": [0, 0],
+    ...     "source": ["base", "rl"]})
+    >>> frames, used = section_populations(frame, Metrics(population=("rast=all",)))
+    >>> {s: f.height for s, f in frames.items()}, used["takeover"].description
+    ({'core': 1, 'takeover': 1, 'rast': 2}, 'base rollouts')
+    """
+    frames: dict[str, pl.DataFrame] = {}
+    used: dict[str, Population] = {}
+    for section in SECTIONS:
+        frames[section], used[section] = population(
+            frame, section, metrics.population_of(section), roles
+        )
+    return frames, used
 
 
 def core_thresholds(
@@ -331,6 +393,7 @@ def summary(
     reference: str | Frame | None = None,
     differences: Sequence[str] = (),
     difficulty: pl.DataFrame | None = None,
+    roles: SourceRoles = SourceRoles(),  # noqa: B008 (frozen)
 ) -> Summary:
     """Run every token-table analysis as its paper computes it, and the optional comparisons.
 
@@ -353,7 +416,10 @@ def summary(
         differences: pairs of settings to compare with paired CIs, "A - B" with each side
             column=value[,column=value], e.g. "policy=rl-replace - policy=base-greedy".
         difficulty: per prompt its base pass@1 tertile (`difficulty_tertiles`), for
-            `by_difficulty` on the core section's metric (with `cross_sample`'s recovery).
+            `by_difficulty` on the core section's metric and population (with
+            `cross_sample`'s recovery).
+        roles: the `sources` metadata of `tokens` and of the `compare_with` tables: which
+            source values are the base model's and which the tuned model's (`populations`).
 
     Returns:
         A `Summary`.
@@ -387,9 +453,10 @@ def summary(
     core, takeover = metrics.sections
     lexicon = metrics.lexicon  # a bad --planning-words file is refused before the table is read
     columns = [*SUMMARY_COLUMNS, core, takeover, *(["js"] if metrics.carried else [])]
-    lazy = checked_lazy(tokens, columns, what="summary")
-    frame = lazy.select(list(dict.fromkeys(columns))).collect(engine="streaming")
-    thresholds, rescaled = core_thresholds(frame, core, rescale=metrics.rescale_thresholds)
+    lazy = with_source(checked_lazy(tokens, columns, what="summary"))
+    frame = lazy.select(list(dict.fromkeys([*columns, "source"]))).collect(engine="streaming")
+    frames, populations = section_populations(frame, metrics, roles.tokens)
+    thresholds, rescaled = core_thresholds(frames["core"], core, rescale=metrics.rescale_thresholds)
     # The difficulty shares' JS thresholds, carried to the core metric as the core section's.
     carried = {t: t for t in DIFFICULTY_THRESHOLDS} | {m.threshold: m.value for m in rescaled or ()}
     counts = frame.select(
@@ -403,26 +470,39 @@ def summary(
             recovery,
             reference=reference,
             differences=tuple(differences),
-            tokens=frame,
+            tokens=frames["takeover"],
         )
     return Summary(
         n_tokens=frame.height,
         n_responses=int(counts["responses"]),
         n_prompts=int(counts["prompts"]),
         core=_core_section(
-            frame, core, thresholds, rescaled, label=label, compare_with=compare_with
+            frames["core"],
+            core,
+            thresholds,
+            rescaled,
+            populations["core"],
+            label=label,
+            compare_with=compare_with,
+            compare_roles=roles.compare,
         ),
         takeover=_takeover_section(
-            frame, takeover, lexicon, n_boot=recovery.n_boot, seed=recovery.seed
+            frames["takeover"],
+            takeover,
+            populations["takeover"],
+            lexicon,
+            n_boot=recovery.n_boot,
+            seed=recovery.seed,
         ),
         rast=RastSection(
-            path_coverage=path_coverage(frame, n_boot=recovery.n_boot, seed=recovery.seed)
+            path_coverage=path_coverage(frames["rast"], n_boot=recovery.n_boot, seed=recovery.seed),
+            population=populations["rast"],
         ),
         cross_sample=report,
         difficulty=None
         if difficulty is None
         else by_difficulty(
-            frame,
+            frames["core"],
             difficulty,
             results=cross_sample,
             metric=core,
@@ -438,16 +518,23 @@ def _core_section(
     metric: str,
     thresholds: CoreThresholds,
     rescaled: tuple[MatchedThreshold, ...] | None,
+    used: Population,
     *,
     label: str,
     compare_with: Mapping[str, Frame] | None,
+    compare_roles: Mapping[str, Mapping[str, str | None]],
 ) -> CoreSection:
-    comparison = None
+    comparison = sides = None
     if compare_with:
-        tables = {label: frame, **compare_with}
+        tables, sides = {label: frame}, {label: used}
+        for name, table in compare_with.items():
+            tables[name], sides[name] = companion_population(
+                table, "core", used, compare_roles.get(name)
+            )
         comparison = compare(tables, metric, thresholds=thresholds.near_zero)
     return CoreSection(
         metric=metric,
+        population=used,
         thresholds=thresholds,
         rescaled=rescaled,
         sparsity=sparsity(frame, metric, thresholds=thresholds.near_zero),
@@ -460,11 +547,18 @@ def _core_section(
             frame, metric, high=thresholds.words_high, low=thresholds.words_low, top=20
         ),
         comparison=comparison,
+        comparison_populations=sides,
     )
 
 
 def _takeover_section(
-    frame: pl.DataFrame, metric: str, lexicon: frozenset[str], *, n_boot: int, seed: int
+    frame: pl.DataFrame,
+    metric: str,
+    used: Population,
+    lexicon: frozenset[str],
+    *,
+    n_boot: int,
+    seed: int,
 ) -> TakeoverSection:
     notes = []
     try:
@@ -474,6 +568,7 @@ def _takeover_section(
         notes.append(f"failure_auroc skipped: {error}")
     return TakeoverSection(
         metric=metric,
+        population=used,
         lorenz=lorenz(frame, metric),
         early_density=early_density(frame, metric, top_share=0.01),
         planning_enrichment=planning_enrichment(frame, metric, top_share=0.01, lexicon=lexicon),

@@ -28,6 +28,14 @@ from matplotlib.figure import Figure
 
 from divscope import analyses, figures
 from divscope.analyses._frames import Frame
+from divscope.analyses.populations import (
+    Population,
+    Section,
+    SourceRoles,
+    companion_population,
+    population,
+    with_source,
+)
 from divscope.analyses.summary import (
     CORE_PAPER,
     JS_METRICS,
@@ -41,7 +49,6 @@ from divscope.figures.style import metric_symbol
 from divscope.params import Recovery
 
 Need = Literal["tokens", "compare", "evolution", "cross_sample"]
-Section = Literal["core", "takeover", "rast"]
 SECTIONS: dict[Section, str] = {
     "core": f"Core paper: {CORE_PAPER}",
     "takeover": f"Takeover paper: {TAKEOVER_PAPER}",
@@ -81,7 +88,13 @@ class PlotInputs:
     """Tokens per group that the entropy KDEs are fitted on (a seeded sample beyond)."""
     max_points: int = 5_000
     """Points drawn in the scatter of `tail_promotion` (a seeded sample beyond)."""
+    roles: SourceRoles = SourceRoles()
+    """Each token table's `sources` metadata: which source values are the base model's and
+    which the tuned model's; each section's figures are drawn on its population."""
     _carried: dict[tuple[float, str], analyses.MatchedThreshold] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _populations: dict[str, Any] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
 
@@ -91,18 +104,54 @@ class PlotInputs:
         core, takeover = self.metrics.sections
         return takeover if section == "takeover" else core
 
+    def population(self, section: Section) -> tuple[Frame, Population]:
+        """`section`'s rows of `tokens` and what they are (`analyses.populations`): the
+        paper's population, or `metrics.population`'s; resolved once."""
+        if not self._populations:
+            tokens = with_source(self.tokens)
+            for name in SECTIONS:
+                wanted = self.metrics.population_of(name)
+                self._populations[name] = population(tokens, name, wanted, self.roles.tokens)
+        return self._populations[section]
+
+    def companions(self) -> tuple[dict[str, tuple[Frame, Population]], dict[int, Any]]:
+        """The --compare tables by label and the --evolution checkpoints by step, each on the
+        core population's trajectories where it holds them, else on its own tuned model's
+        (`analyses.populations.companion_population`); resolved once."""
+        if "companions" not in self._populations:
+            main = self.population("core")[1]
+            self._populations["companions"] = (
+                {
+                    name: companion_population(table, "core", main, self.roles.compare.get(name))
+                    for name, table in self.compare.items()
+                },
+                {
+                    step: companion_population(table, "core", main, self.roles.evolution.get(step))
+                    for step, table in self.evolution.items()
+                },
+            )
+        return self._populations["companions"]
+
     @property
     def tables(self) -> dict[str, Frame]:
-        """`tokens` under `label`, then the `compare` tables: what a comparison figure draws."""
-        return {self.label: self.tokens, **self.compare}
+        """The core population of `tokens` under `label`, then the `compare` tables on theirs:
+        what a comparison figure draws."""
+        compared = {name: rows for name, (rows, _) in self.companions()[0].items()}
+        return {self.label: self.population("core")[0], **compared}
+
+    @property
+    def checkpoints(self) -> dict[int, Frame]:
+        """The `evolution` checkpoints, each on its population (see `companions`)."""
+        return {step: rows for step, (rows, _) in self.companions()[1].items()}
 
     def carried(self, thresholds: Iterable[float], metric: str) -> list[analyses.MatchedThreshold]:
-        """Each JS threshold carried to `metric` at the same quantile of `tokens`
-        (`analyses.matched_thresholds`), computed once per threshold and metric."""
+        """Each JS threshold carried to `metric` at the same quantile of the core population
+        of `tokens` (`analyses.matched_thresholds`), computed once per threshold and metric."""
         thresholds = [float(t) for t in thresholds]
         missing = [t for t in thresholds if (t, metric) not in self._carried]
         if missing:
-            for match in analyses.matched_thresholds(self.tokens, metric, missing):
+            core = self.population("core")[0]
+            for match in analyses.matched_thresholds(core, metric, missing):
                 self._carried[match.threshold, metric] = match
         return [self._carried[t, metric] for t in thresholds]
 
@@ -158,7 +207,11 @@ def _table_figure(
         reason = _refusal(spec, inputs)
         if reason is not None:
             raise DivscopeError(reason)
-        data = {"tokens": inputs.tokens, "compare": inputs.tables, "evolution": inputs.evolution}
+        data = {
+            "tokens": inputs.population(section)[0],
+            "compare": inputs.tables,
+            "evolution": inputs.checkpoints,
+        }
         return function(
             data[needs],
             metric=metric,
@@ -531,6 +584,7 @@ def figure_caption(spec: FigureSpec, inputs: PlotInputs) -> str:
         points=inputs.max_points,
         seed=inputs.recovery.seed,
     )
+    caption += population_caption(spec, inputs)
     if spec.js_thresholds and metric not in JS_METRICS:
         carried = "; ".join(
             f"{m.threshold:g} → {m.value:.4g} ({m.share_above:.2%} of tokens above)"
@@ -541,6 +595,37 @@ def figure_caption(spec: FigureSpec, inputs: PlotInputs) -> str:
             f"token table: {carried}."
         )
     return caption
+
+
+def population_caption(spec: FigureSpec, inputs: PlotInputs) -> str:
+    """The trajectories a figure of token tables is drawn on, as a caption's last sentence;
+    empty for the figures of cross-sample results.
+
+    >>> import polars as pl
+    >>> inputs = PlotInputs(pl.DataFrame({"prompt_id": ["a", "b"], "sample_id": [0, 0],
+    ...     "position": [0, 0], "source": ["base", "rl"]}))
+    >>> population_caption(FIGURES["lorenz"], inputs)
+    ' On base rollouts: 1 response, 1 tokens.'
+    """
+    if spec.needs == "cross_sample":
+        return ""
+    used = inputs.population(spec.section)[1]
+    if spec.needs == "tokens":
+        return f" {used.text[0].upper()}{used.text[1:]}."
+    compared, steps = inputs.companions()
+    sides = compared if spec.needs == "compare" else {f"step {s}": v for s, v in steps.items()}
+    listed = "; ".join(f"{name} {other.text}" for name, (_, other) in sides.items())
+    return f" {inputs.label} {used.text}; {listed}."
+
+
+def _population_lines(inputs: PlotInputs, section: Section) -> list[str]:
+    """The population of a section's figures of the token table, for `index.md`; none for a
+    section whose figures read only cross-sample results (RAST's)."""
+    if all(spec.needs == "cross_sample" for spec in FIGURES.values() if spec.section == section):
+        return []
+    used = inputs.population(section)[1]
+    line = f"The figures of the token table are drawn {used.text}."
+    return [line if used.note is None else f"{line} Note: {used.note}.", ""]
 
 
 def _index(
@@ -556,7 +641,7 @@ def _index(
         lines += [description, ""]
     for section, heading in SECTIONS.items():
         metric = f", on `{inputs.metric_of(section)}`" if section != "rast" else ""
-        lines += [f"## {heading}{metric}", ""]
+        lines += [f"## {heading}{metric}", "", *_population_lines(inputs, section)]
         names = [name for name in written if FIGURES[name].section == section]
         if not names:
             lines += ["No figure of this paper was drawn (see Skipped).", ""]

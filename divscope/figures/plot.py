@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated
 
+from divscope.analyses.populations import with_source
 from divscope.analyses.study import Study
 from divscope.analyses.summary import Metrics
 from divscope.defaults import FORMATS
@@ -50,23 +51,26 @@ def plot(
     From TOKENS, and --cross-sample, --compare and --evolution, into --out: every figure the
     inputs allow, says which it skipped and why, and writes index.md last, the figures under one
     heading per paper; the directory appears only when complete. The core paper's figures are
-    drawn on js, the takeover paper's (Lorenz, early density, failure ROC, takeover knee) on
-    ce_base_rl; with --compare, the SFT-vs-RL side-by-side figures too. Figures that show raw
-    values (KDEs, scatter) draw a seeded random sample and say so.
+    drawn on js and the RL model's trajectories, the takeover paper's (Lorenz, early density,
+    failure ROC, takeover knee) on ce_base_rl and base rollouts; with --compare, the SFT-vs-RL
+    side-by-side figures too. Figures that show raw values (KDEs, scatter) draw a seeded random
+    sample and say so.
 
     File to file: the token table's needed columns are read once into memory; the other tables
     are scanned lazily by the analyses that use them. Each figure is drawn on its paper's metric
-    (see `divscope.figures.gallery`): the core paper's on `metrics.core_metric`, the takeover
-    paper's on `metrics.takeover_metric`.
+    and population (see `divscope.figures.gallery`): the core paper's on `metrics.core_metric`
+    and the RL model's trajectories, the takeover paper's on `metrics.takeover_metric` and base
+    rollouts (`metrics.population` overrides; where a population is absent, on what is there,
+    said in the captions).
 
     Args:
         study: the token table and what it is read with (`Study`; a path: the token table
             alone): the --compare tables, the --evolution checkpoints, the cross-sample results
             and the reference of their recovery.
         out: the output directory (`Output`; a path: without overwrite).
-        metrics: each section's divergence column (`Metrics`); with `rescale_thresholds`, the
-            core figures' JS thresholds are carried to a non-JS core metric at the same
-            quantile instead of those figures being skipped.
+        metrics: each section's divergence column and population (`Metrics`); with
+            `rescale_thresholds`, the core figures' JS thresholds are carried to a non-JS core
+            metric at the same quantile instead of those figures being skipped.
         recovery: how recovery and every interval are estimated (`Recovery`); its seed also
             draws the figures' samples.
         names: Draw only this figure (repeat); default (empty): all. A wrong name lists the choices.
@@ -107,7 +111,7 @@ def plot(
     core, takeover = metrics.sections
     columns = token_columns(core, takeover, *(["js"] if metrics.carried else []))
     tables = study.tables
-    frame = tables.tokens.select(columns).collect(engine="streaming")
+    frame = with_source(tables.tokens).select([*columns, "source"]).collect(engine="streaming")
     inputs = PlotInputs(
         tokens=frame,
         label=study.name,
@@ -117,7 +121,9 @@ def plot(
         reference=tables.reference,
         metrics=metrics,
         recovery=recovery,
+        roles=tables.roles,
     )
+    inputs.population("core")  # a --population naming what the table lacks fails here
     description = (
         f"Token table `{study.tokens}`: {frame.height:,} tokens; the core paper's figures on "
         f"`{core}`"

@@ -117,6 +117,9 @@ def _section_html(name: str, section: Mapping[str, Any]) -> str:
     metric = section.get("metric")
     on = f" <small>on <code>{escape(metric)}</code></small>" if metric else ""
     heading = escape(paper) + on
+    section = dict(section)
+    population = section.pop("population", None)
+    sides = section.pop("comparison_populations", None) or {}
     scalars = {
         k: v
         for k, v in section.items()
@@ -126,6 +129,15 @@ def _section_html(name: str, section: Mapping[str, Any]) -> str:
         and not (isinstance(v, Mapping) and not _is_interval(v))
     }
     parts = [f'<h3 id="summary-{escape(name)}">{heading}</h3>']
+    if population is not None:
+        parts.append(f'<p class="population">{escape(_population_text(population))}</p>')
+        if population["note"]:
+            parts.append(f'<p class="note">Population: {escape(population["note"])}.</p>')
+    for label, side in sides.items():
+        parts.append(
+            f'<p class="population">Comparison, {escape(label)}: '
+            f"{escape(_population_text(side))}</p>"
+        )
     if scalars:
         parts.append(_mapping_table(scalars))
     for key, value in section.items():
@@ -140,13 +152,26 @@ def _section_html(name: str, section: Mapping[str, Any]) -> str:
     return "\n".join(parts)
 
 
+def _population_text(population: Mapping[str, Any]) -> str:
+    """A section's population (its `to_jsonable` dict) in words: what it read and how much.
+
+    >>> _population_text({"description": "base rollouts", "n_responses": 48, "n_tokens": 9000})
+    'On base rollouts: 48 responses, 9,000 tokens.'
+    """
+    return (
+        f"On {population['description']}: {population['n_responses']:,} responses, "
+        f"{population['n_tokens']:,} tokens."
+    )
+
+
 def summary_html(result: Summary) -> str:
     """`<section id="summary">`: the sizes, then each paper's section (core, takeover, RAST) as
     tables, intervals written `estimate [low, high]` (95% bootstrap intervals)."""
     document = to_jsonable(result)
     sizes = (
         f"<p>{result.n_tokens:,} tokens, {result.n_responses:,} responses, "
-        f"{result.n_prompts:,} prompts. Intervals: estimate [low, high], 95% bootstrap.</p>"
+        f"{result.n_prompts:,} prompts in the table; each section reads its paper's population "
+        "(below its heading). Intervals: estimate [low, high], 95% bootstrap.</p>"
     )
     sections = [_section_html(name, document[name]) for name in ("core", "takeover", "rast")]
     return (

@@ -142,7 +142,7 @@ def report(
         study: the token table and what it is read with (`Study`; a path: the token table
             alone).
         out: the HTML file (`Output`; a path: without overwrite), written atomically.
-        metrics: each section's divergence column (`Metrics`).
+        metrics: each section's divergence column and population (`Metrics`).
         recovery: how recovery and every interval are estimated (`Recovery`); its seed also
             draws the viewer's and the figures' samples.
         responses: Responses embedded in the token viewer: the most divergent half (max js) and
@@ -169,6 +169,7 @@ def report(
         (4, 'report.html')
         >>> tmp.cleanup()
     """
+    from divscope.analyses.populations import with_source
     from divscope.analyses.summary import summary
     from divscope.figures.gallery import PlotInputs, token_columns
     from divscope.output import check_target, write_atomically
@@ -185,7 +186,7 @@ def report(
     metric_columns = token_columns(core, takeover, *(["js"] if metrics.carried else []))
     columns = list(dict.fromkeys([*metric_columns, *data.VIEWER_COLUMNS]))
     tables = study.tables
-    frame = tables.tokens.select(columns).collect(engine="streaming")
+    frame = with_source(tables.tokens).select([*columns, "source"]).collect(engine="streaming")
     label = study.name
     result = summary(
         frame,
@@ -195,6 +196,7 @@ def report(
         compare_with=tables.compare,
         cross_sample=tables.cross_sample,
         reference=tables.reference,
+        roles=tables.roles,
     )
     inputs = PlotInputs(
         tokens=frame,
@@ -205,6 +207,7 @@ def report(
         reference=tables.reference,
         metrics=metrics,
         recovery=recovery,
+        roles=tables.roles,
     )
 
     def drawn(name: str, reason: str | None) -> None:

@@ -227,7 +227,9 @@ def test_analyze_by_difficulty_with_graded_base_samples(tokens, tmp_path):
     flags = ["--difficulty", graded, "--difficulty-model", "base", "--n-boot", "10"]
     result = run(tokens, "--out", out, *flags)
     assert result.exit_code == 0, result.output
-    assert "By difficulty (base pass@1 tertiles, js)" in result.output
+    # The breakdown is read on the core section's population, named in its heading.
+    heading = "By difficulty (base pass@1 tertiles, js, rl trajectories)"
+    assert heading in result.output
     assert "hard: 1 prompts (pass@1 0.00-0.00), 100 tokens" in result.output
     assert "easy - hard, share_above_0.1:" in result.output
     document = json.loads(out.read_text())
