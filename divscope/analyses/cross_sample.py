@@ -749,17 +749,21 @@ def takeover_knee(
     # Over a calibration, each point is named by its rate alone (its tau and lambda follow).
     calibrated = "rate" in own.columns and own["rate"].null_count() == 0
     labels = setting_labels(own, exclude=("tau", "lam") if calibrated else ())
-    points = own.with_columns(labels).select(
-        "budget",
-        *settings,
-        "setting",
-        pl.col("switch_share_mean").alias("rho_mean"),
-        pl.col("switch_share_pooled").alias("switch_share"),
-        *scores(measure, headline, measure),
-        *scores("recovery", headline, "recovery"),
-        *(pooled if macro else []),
-        "n_responses",
-    ).sort("rho_mean", "budget", *settings, nulls_last=True)
+    points = (
+        own.with_columns(labels)
+        .select(
+            "budget",
+            *settings,
+            "setting",
+            pl.col("switch_share_mean").alias("rho_mean"),
+            pl.col("switch_share_pooled").alias("switch_share"),
+            *scores(measure, headline, measure),
+            *scores("recovery", headline, "recovery"),
+            *(pooled if macro else []),
+            "n_responses",
+        )
+        .sort("rho_mean", "budget", *settings, nulls_last=True)
+    )
     at = own.row(0, named=True)
 
     def value(name: str) -> float | None:

@@ -17,7 +17,9 @@ def present(calibration, arguments: dict[str, Any]) -> None:
     )
     for policy, gates in calibration.gates.items():
         for gate in gates:
-            typer.echo(f"{policy:<8} rate {gate.rate:<6g} tau {gate.tau:.4f}  lambda {gate.lam:.4f}")
+            typer.echo(
+                f"{policy:<8} rate {gate.rate:<6g} tau {gate.tau:.4f}  lambda {gate.lam:.4f}"
+            )
     typer.echo(f"wrote {arguments['out'].path}")
 
 

@@ -67,9 +67,9 @@ class Target:
     ((0.01, 0.02, 0.05, 0.1), 4)
     """
 
-    rate: Annotated[
-        tuple[float, ...], Flag("--rate", parse=parse_rates, metavar="R[,R...]")
-    ] = TAKEOVER_RATES
+    rate: Annotated[tuple[float, ...], Flag("--rate", parse=parse_rates, metavar="R[,R...]")] = (
+        TAKEOVER_RATES
+    )
     """Target takeover rates r in (0, 1), comma-separated: one (tau, lambda) per gate and
     rate (the points of `cross-sample --policy gated`'s knee)."""
     window: Annotated[int, Flag(min=1)] = GATE_WINDOW

@@ -161,9 +161,7 @@ def calibrate_table(
     frame = lazy.select(columns).collect()
     gates = {
         policy: tuple(
-            calibrate_scores(
-                frame[column].to_numpy(), rate, source=f"{source}, column {column!r}"
-            )
+            calibrate_scores(frame[column].to_numpy(), rate, source=f"{source}, column {column!r}")
             for rate in rates
         )
         for policy, column in SCORE_COLUMNS.items()

@@ -34,7 +34,9 @@ def test_several_rates_each_as_one_rate_alone(tmp_path):
     """One (tau, lambda) per gate and rate, in the order given, each the one-rate calibration;
     s = 1..10: r = 0.2 gives tau 8.2 and lambda 9.5 / 5.5 (as by hand above), r = 0.5 gives
     tau 5.5 and lambda mean(6..10) / 5.5 = 8 / 5.5."""
-    table = pl.DataFrame({"ce_base_rl": np.arange(1.0, 11.0), "entropy_base": np.arange(10.0, 0, -1)})
+    table = pl.DataFrame(
+        {"ce_base_rl": np.arange(1.0, 11.0), "entropy_base": np.arange(10.0, 0, -1)}
+    )
     calibration = calibrate_table(table, rates=(0.5, 0.2), window=4, source="hand")
     assert calibration.rates == (0.5, 0.2)
     gated = calibration.gates_of("gated")
