@@ -564,7 +564,9 @@ def knee_text(knee: TakeoverKnee) -> str:
             f"recovery {knee.recovery_against})."
         )
     point = knee.curve.row(knee.knee_index, named=True)
-    at = f" at {point['setting']}" if point["setting"] else ""
+    budgets = knee.curve["budget"].n_unique() > 1
+    at = point["setting"] or (f"budget {budget_text(point['budget'])}" if budgets else "")
+    at = f" at {at}" if at else ""
     macro = knee.average == "benchmarks"
     average = " per benchmark" if macro else ""
     pooled = (

@@ -354,7 +354,8 @@ def takeover_knee(
             markersize=11,
             color=BLACK,
             linestyle="none",
-            label=f"knee: ρ̄ = {point['rho_mean']:.2%}",
+            label=f"knee: ρ̄ = {point['rho_mean']:.2%}"
+            + (f" ({point['setting'].replace('rate=', 'r=')})" if point["setting"] else ""),
         )
     shown = [*curve[f"{measure}_low"].drop_nulls(), *curve[f"{measure}_high"].drop_nulls()]
     shown += [v for v in (knee.base_value, knee.reference_value) if v is not None]
