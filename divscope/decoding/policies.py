@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import MISSING, asdict, dataclass, fields, is_dataclass
+from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass
 from fractions import Fraction
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -479,8 +479,9 @@ class Gated(Policy):
     rate: float | None = None
     """The calibration's target takeover rate r that set tau and lam (the results' `rate`);
     None for thresholds given by hand."""
-    budget_sweep: bool = False
-    """Run once per switch budget (`--budgets`) instead of unbudgeted only."""
+    budget_sweep: bool = field(default=False, compare=False)
+    """Run once per switch budget (`--budgets`) instead of unbudgeted only (not compared: the
+    same gate listed with and without it is the same policy, given twice)."""
 
     @property
     def budgeted(self) -> bool:  # type: ignore[override]

@@ -175,6 +175,8 @@ def test_gated_runs_every_calibrated_rate_unbudgeted_unless_swept(tmp_path):
         _policies("gated:rate=0.05", calibration=path)
     with pytest.raises(DivscopeError, match="rate= picks a calibrated rate"):
         _policies("gated:rate=0.05", gate_tau=1.0, gate_lam=2.0)
+    with pytest.raises(DivscopeError, match="appears twice"):
+        _policies("gated,gated:budget_sweep=true", calibration=path)
     with pytest.raises(DivscopeError, match="budget_sweep='yes' is not true or false"):
         _policies("gated:budget_sweep=yes", calibration=path)
 
