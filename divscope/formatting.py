@@ -278,6 +278,8 @@ def cross_sample_text(report: CrossSampleReport) -> str:
         f"Cross-sample results: recovery = (P - P_base) / (P_ref - P_base) on {measure}, "
         f"reference: {report.reference}.\n" + curve_text(report.curve)
     ]
+    if report.takeover_recovery is not None:
+        sections.append(report.takeover_recovery)
     if report.curve_per_benchmark is not None:
         sections.append("Per benchmark:\n" + curve_text(report.curve_per_benchmark))
     if report.pass_at_k is not None:
@@ -307,7 +309,7 @@ def cross_sample_text(report: CrossSampleReport) -> str:
             "Planning words in the takeover set:\n" + _planning_text(report.takeover_planning)
         )
     if report.knee is not None:
-        sections.append(_knee_text(report.knee))
+        sections.append(knee_text(report.knee))
     if report.delta_alignment is not None:
         sections.append(
             "Delta alignment (cosine of the small and large pairs' logit deltas):\n"
@@ -372,7 +374,8 @@ def curve_text(curve: pl.DataFrame) -> str:
     `eps=0.05`) when some policy has several settings; `T` and `top-p` when the curve holds
     several samplings (then the controls' rows, one per sampling, show which setting each
     matches); `budget`, `n` (responses), accuracy, pass@k and recovery with their 95%
-    intervals, the per-benchmark averages where present, and the switched and effective
+    intervals (labelled pooled beside the per-benchmark averages, where present), the
+    per-benchmark averages, and the switched and effective
     shares of generated tokens (pooled), effective under the coupled draw and, where present,
     under an independent draw.
 
@@ -399,9 +402,10 @@ def curve_text(curve: pl.DataFrame) -> str:
     benchmark = "benchmark" in curve.columns
     header = ["policy", *(["setting"] if has_setting else [])]
     header += [{"temperature": "T", "top_p": "top-p"}[c] for c in shown]
-    header += [*(["benchmark"] if benchmark else []), "budget", "n", "accuracy [95% CI]"]
-    header += ["pass@k [95% CI]"] if pass_k else []
-    header += ["recovery [95% CI]"]
+    pooled = ", pooled" if macro else ""
+    header += [*(["benchmark"] if benchmark else []), "budget", "n", f"accuracy{pooled} [95% CI]"]
+    header += [f"pass@k{pooled} [95% CI]"] if pass_k else []
+    header += [f"recovery{pooled} [95% CI]"]
     header += ["acc. per benchmark", "recovery per benchmark"] if macro else []
     header += ["switched", "eff. coupled"]
     independent = "effective_independent_share_pooled" in curve.columns
@@ -575,15 +579,32 @@ def _planning_text(table: pl.DataFrame) -> str:
     return _text_table(header, rows, left=1 + has_setting)
 
 
-def _knee_text(knee: TakeoverKnee) -> str:
+def knee_text(knee: TakeoverKnee) -> str:
+    """The knee's line: the point (its rate), ρ̄, the measure and the recovery, averaged as the
+    knee says (pooled ones labelled), and what the recovery is against."""
     measure = "accuracy" if knee.k is None else f"pass@{knee.k}"
     if knee.knee_index is None:
-        return f"Takeover knee of `{knee.policy}`: none ({knee.curve.height} settings, {measure})."
+        return (
+            f"Takeover knee of `{knee.policy}`: none ({knee.curve.height} settings, {measure}; "
+            f"recovery {knee.recovery_against})."
+        )
     point = knee.curve.row(knee.knee_index, named=True)
+    budgets = knee.curve["budget"].n_unique() > 1
+    at = point["setting"] or (f"budget {budget_text(point['budget'])}" if budgets else "")
+    at = f" at {at}" if at else ""
+    macro = knee.average == "benchmarks"
+    average = " per benchmark" if macro else ""
+    pooled = (
+        f" (pooled {interval_text(point, f'{knee.measure}_pooled')}, recovery "
+        f"{interval_text(point, 'recovery_pooled', percent=False)})"
+        if macro
+        else ""
+    )
     return (
-        f"Takeover knee of `{knee.policy}`: mean takeover rate {share_text(point['rho_mean'])} "
-        f"(pooled {share_text(point['switch_share'])}), {measure} "
-        f"{interval_text(point, knee.measure)}."
+        f"Takeover knee of `{knee.policy}`{at}: mean takeover rate "
+        f"{share_text(point['rho_mean'])} (pooled {share_text(point['switch_share'])}), "
+        f"{measure}{average} {interval_text(point, knee.measure)}, recovery{average} "
+        f"{interval_text(point, 'recovery', percent=False)}{pooled}, {knee.recovery_against}."
     )
 
 

@@ -601,6 +601,27 @@ def sampling_label(row: Mapping[str, Any]) -> str:
     )
 
 
+GUIDE_REFERENCE = "against the guide model (the paper: a same-size thinking model)"
+"""What a takeover recovery is measured against without a reference: the matched control of the
+model that takes over (the guide), which the takeover paper replaces by a thinking model of the
+base model's size."""
+
+
+def recovery_reference(reference: Reference) -> str:
+    """What a takeover recovery is measured against, as its label says it.
+
+    >>> recovery_reference(None)
+    'against the guide model (the paper: a same-size thinking model)'
+    >>> recovery_reference("thinking")
+    'against policy `thinking`, matched like a control'
+    """
+    if reference is None:
+        return GUIDE_REFERENCE
+    if isinstance(reference, str):
+        return f"against policy `{reference}`, matched like a control"
+    return f"against a third model's graded responses (row `{REFERENCE}`)"
+
+
 @dataclass(frozen=True)
 class TakeoverKnee:
     """P (accuracy or pass@k) against the mean takeover rate ρ̄, and where more stops paying."""
@@ -611,11 +632,20 @@ class TakeoverKnee:
     """The y column: `accuracy` (mean@n) or `pass_at_k`."""
     k: int | None
     """The k of pass@k (None for accuracy)."""
+    average: Literal["benchmarks", "prompts"]
+    """What the measure and `recovery` average: `benchmarks` (each benchmark's mean over its
+    prompts, then their mean: the paper's, with at least two benchmarks) or `prompts`."""
+    recovery_against: str
+    """What `recovery` is measured against (`recovery_reference`)."""
     curve: pl.DataFrame
-    """One row per setting: `budget` and the `SETTING_COLUMNS` present (`eps`, `tau`, ...),
-    `rho_mean` (ρ̄: the mean over responses of n_switches / n_tokens), `switch_share` (pooled:
-    Σ n_switches / Σ n_tokens), the measure with `_low`, `_high`, `recovery` (+ `_low`,
-    `_high`), `n_responses`; sorted by `rho_mean`, then the setting."""
+    """One row per setting (one per calibrated rate for `gated` over a calibration): `budget`
+    and the `SETTING_COLUMNS` present (`rate`, `tau`, ...), `setting` (the setting columns
+    that vary, e.g. `rate=0.05`: each point's label), `rho_mean` (ρ̄: the mean over
+    responses of n_switches / n_tokens), `switch_share` (pooled: Σ n_switches / Σ n_tokens),
+    the measure with `_low`, `_high`, `recovery` (+ `_low`, `_high`), both averaged as
+    `average` says; with `average="benchmarks"`, the same pooled over prompts as
+    `<measure>_pooled` and `recovery_pooled` (+ `_low`, `_high`); `n_responses`; sorted by
+    `rho_mean`, then the setting."""
     knee_index: int | None
     """Row of `curve` at the knee; None with fewer than three settings or a flat curve."""
     base_value: float | None
@@ -641,9 +671,14 @@ def takeover_knee(
     Each setting of `policy` (its `budget` and the `SETTING_COLUMNS` present, as in
     `cross_sampling_curve`) is one point at ρ̄ = the mean over its responses of the
     per-response takeover rate n_switches / n_tokens (the paper's ρ̄; the pooled share is kept
-    as `switch_share`). The knee is the Kneedle point of the curve sorted by ρ̄: with ρ̄ and the
-    measure rescaled to [0, 1] between the first and the last point, the point furthest above
-    the chord (largest measure − ρ̄).
+    as `switch_share`). `gated` over a calibration of several rates (`divscope calibrate
+    --rate 0.01,0.02,0.05,0.1`, unbudgeted) is the paper's sweep: one point per calibration
+    rate r, labelled by it. The knee is the Kneedle point of the curve sorted by ρ̄: with ρ̄
+    and the measure rescaled to [0, 1] between the first and the last point, the point
+    furthest above the chord (largest measure − ρ̄). With at least two benchmarks the measure
+    and the recovery are the per-benchmark averages (the paper's), the pooled ones kept as
+    `_pooled`. Without `reference` the recovery is against the guide model's matched control
+    (`recovery_against`; the paper's is a same-size thinking model).
 
     Args:
         results: cross-sample results (docs/contracts.md, "Cross-sample results"), holding
@@ -664,14 +699,14 @@ def takeover_knee(
         DivscopeError: no graded responses of `policy`, or `policy` run at several samplings.
 
     >>> settings = [("base", None, 0, (False, False)), ("rl", None, 0, (True, True)),
-    ...     ("gated", 4.0, 1, (False, False)), ("gated", 2.0, 5, (True, False)),
-    ...     ("gated", 1.0, 10, (True, True)), ("gated", 0.5, 50, (True, True))]
+    ...     ("gated", 0.01, 1, (False, False)), ("gated", 0.02, 5, (True, False)),
+    ...     ("gated", 0.05, 10, (True, True)), ("gated", 0.1, 50, (True, True))]
     >>> results = pl.DataFrame([{"prompt_id": prompt, "policy": policy, "budget": -1,
-    ...     "eps": eps, "n_tokens": 100, "n_switches": n, "n_effective": n, "correct": right}
-    ...     for policy, eps, n, rights in settings for prompt, right in zip("ab", rights)])
+    ...     "rate": rate, "n_tokens": 100, "n_switches": n, "n_effective": n, "correct": right}
+    ...     for policy, rate, n, rights in settings for prompt, right in zip("ab", rights)])
     >>> knee = takeover_knee(results, n_boot=20)
-    >>> knee.curve.select("eps", "rho_mean", "recovery").row(knee.knee_index)
-    (1.0, 0.1, 1.0)
+    >>> knee.curve.select("setting", "rho_mean", "recovery").row(knee.knee_index)
+    ('rate=0.05', 0.1, 1.0)
     """
     lazy = checked_lazy(results, CURVE_COLUMNS, what="takeover_knee", source="cross-sample results")
     graded = lazy.filter((pl.col("policy") == policy) & pl.col("correct").is_not_null())
@@ -696,6 +731,7 @@ def takeover_knee(
     settings = [c for c in SETTING_COLUMNS if c in curve.columns]
     sampling = [c for c in SAMPLING_COLUMNS if c in curve.columns]
     measure = "accuracy" if recovery_at is None else "pass_at_k"
+    macro = f"{measure}_macro" in curve.columns
     own = curve.filter(pl.col("policy") == policy)
     samplings = own.select(sampling).unique()
     if sampling and samplings.height > 1:
@@ -704,19 +740,30 @@ def takeover_knee(
             f"takeover_knee: policy {policy!r} was run at {samplings.height} samplings "
             f"({shown}); keep one sampling in the results."
         )
-    points = own.select(
-        "budget",
-        *settings,
-        pl.col("switch_share_mean").alias("rho_mean"),
-        pl.col("switch_share_pooled").alias("switch_share"),
-        measure,
-        f"{measure}_low",
-        f"{measure}_high",
-        "recovery",
-        "recovery_low",
-        "recovery_high",
-        "n_responses",
-    ).sort("rho_mean", "budget", *settings, nulls_last=True)
+
+    def scores(name: str, suffix: str, alias: str) -> list[pl.Expr]:
+        return [pl.col(f"{name}{suffix}{e}").alias(f"{alias}{e}") for e in ("", "_low", "_high")]
+
+    headline = "_macro" if macro else ""
+    pooled = [*scores(measure, "", f"{measure}_pooled"), *scores("recovery", "", "recovery_pooled")]
+    # Over a calibration, each point is named by its rate alone (its tau and lambda follow).
+    calibrated = "rate" in own.columns and own["rate"].null_count() == 0
+    labels = setting_labels(own, exclude=("tau", "lam") if calibrated else ())
+    points = (
+        own.with_columns(labels)
+        .select(
+            "budget",
+            *settings,
+            "setting",
+            pl.col("switch_share_mean").alias("rho_mean"),
+            pl.col("switch_share_pooled").alias("switch_share"),
+            *scores(measure, headline, measure),
+            *scores("recovery", headline, "recovery"),
+            *(pooled if macro else []),
+            "n_responses",
+        )
+        .sort("rho_mean", "budget", *settings, nulls_last=True)
+    )
     at = own.row(0, named=True)
 
     def value(name: str) -> float | None:
@@ -724,7 +771,7 @@ def takeover_knee(
         if name != REFERENCE and sampling:
             same = same & pl.all_horizontal(pl.col(c).eq_missing(at[c]) for c in sampling)
         rows = curve.filter(same)
-        return float(rows[measure][0]) if rows.height == 1 else None
+        return float(rows[f"{measure}{headline}"][0]) if rows.height == 1 else None
 
     reference_name = (
         rl_policy if reference is None else reference if isinstance(reference, str) else REFERENCE
@@ -733,6 +780,8 @@ def takeover_knee(
         policy=policy,
         measure=measure,
         k=recovery_at,
+        average="benchmarks" if macro else "prompts",
+        recovery_against=recovery_reference(reference),
         curve=points,
         knee_index=_kneedle(points["rho_mean"].to_numpy(), points[measure].to_numpy()),
         base_value=value(base_policy),

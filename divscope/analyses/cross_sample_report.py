@@ -24,6 +24,7 @@ from divscope.analyses.cross_sample import (
     cross_sampling_curve,
     majority_at_k_curve,
     pass_at_k_curve,
+    recovery_reference,
     setting_differences,
     takeover_knee,
 )
@@ -41,6 +42,8 @@ from divscope.schema import SETTING_COLUMNS
 
 TAKEOVER_POLICY = "gated"
 """The policy of the takeover paper's knee and planning enrichment."""
+TAKEOVER_POLICIES: tuple[str, ...] = ("gated", "entropy")
+"""The takeover paper's policies: the rows whose recovery `takeover_recovery` labels."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,9 @@ class CrossSampleReport:
     """`takeover_planning` of the `gated` policy."""
     knee: TakeoverKnee | None
     """`takeover_knee` of the `gated` policy."""
+    takeover_recovery: str | None
+    """What the recovery of the takeover rows (`TAKEOVER_POLICIES`) and of the knee is
+    measured against, and which average is their headline; None without takeover rows."""
     delta_alignment: DeltaAlignment | None
     """`delta_alignment` of the responses decoded with `--delta-alignment`."""
     notes: tuple[str, ...]
@@ -178,6 +184,9 @@ def cross_sample_report(
             "(switch_primary_ids, switch_primary_tokens, switch_tokens)."
         )
     has_takeover = _any(results, pl.col("policy") == TAKEOVER_POLICY)
+    takeover_recovery = None
+    if _any(results, pl.col("policy").is_in(TAKEOVER_POLICIES)):
+        takeover_recovery = _takeover_recovery(reference, "recovery_macro" in curve.columns)
     planning = knee = None
     if has_takeover and "switch_tokens" in names:
         planning = takeover_planning(results, tokens, policy=TAKEOVER_POLICY)
@@ -204,6 +213,7 @@ def cross_sample_report(
         switch_pairs=pairs,
         takeover_planning=planning,
         knee=knee,
+        takeover_recovery=takeover_recovery,
         delta_alignment=alignment,
         notes=tuple(notes),
     )
@@ -211,6 +221,18 @@ def cross_sample_report(
 
 def _any(results: Frame, condition: pl.Expr) -> bool:
     return bool(results.lazy().select(condition.any()).collect().item())
+
+
+def _takeover_recovery(reference: Reference, macro: bool) -> str:
+    """The label of the takeover rows' and the knee's recovery: against what, which average."""
+    names = ", ".join(f"`{p}`" for p in TAKEOVER_POLICIES)
+    average = (
+        "headline: the per-benchmark average (the paper's: the curve's `*_macro` columns, the "
+        "knee's `accuracy`/`recovery`); the average over prompts is labelled pooled"
+        if macro
+        else "averaged over prompts (a single benchmark)"
+    )
+    return f"Takeover rows ({names}) and knee: recovery {recovery_reference(reference)}; {average}."
 
 
 def _reference_text(reference: Reference, rl_policy: str) -> str:

@@ -10,14 +10,16 @@ from divscope.cli.command import Command
 
 
 def present(calibration, arguments: dict[str, Any]) -> None:
-    """The tokens calibrated on, each gate's tau and lambda, and where the JSON is."""
-    target = arguments["target"]
+    """The tokens calibrated on, each gate's tau and lambda per rate, and where the JSON is."""
     typer.echo(
-        f"calibrated on {calibration.n_tokens:,} tokens, rate {target.rate:g}, "
-        f"window {target.window}"
+        f"calibrated on {calibration.n_tokens:,} tokens, window {calibration.window}, "
+        f"rates {', '.join(f'{r:g}' for r in calibration.rates)}"
     )
-    for policy, gate in calibration.gates.items():
-        typer.echo(f"{policy:<8} tau {gate.tau:.4f}  lambda {gate.lam:.4f}")
+    for policy, gates in calibration.gates.items():
+        for gate in gates:
+            typer.echo(
+                f"{policy:<8} rate {gate.rate:<6g} tau {gate.tau:.4f}  lambda {gate.lam:.4f}"
+            )
     typer.echo(f"wrote {arguments['out'].path}")
 
 

@@ -16,7 +16,7 @@ import polars as pl
 from divscope.decoding.gates import Calibration, calibrate_table
 from divscope.decoding.lockstep import DecodeConfig
 from divscope.decoding.request import Request
-from divscope.defaults import CALIBRATION_SAMPLES, GATE_WINDOW, TAKEOVER_RATE
+from divscope.defaults import CALIBRATION_SAMPLES, GATE_WINDOW, TAKEOVER_RATES
 from divscope.errors import DivscopeError
 from divscope.params import LIBRARY_ONLY, Flag, ModelPair, Output
 
@@ -33,20 +33,53 @@ class CalibrationModels(ModelPair):
     """Base model (SOURCE is then calibration prompts)."""
 
 
+def parse_rates(text: str) -> tuple[float, ...]:
+    """Parse `--rate`: one target takeover rate r in (0, 1), or several, comma-separated.
+
+    >>> parse_rates("0.05"), parse_rates("0.01, 0.02,0.05")
+    ((0.05,), (0.01, 0.02, 0.05))
+
+    Raises:
+        DivscopeError: a value that is not a number, outside (0, 1), or given twice.
+    """
+    try:
+        rates = tuple(float(part.strip()) for part in text.split(","))
+    except ValueError as error:
+        raise DivscopeError(
+            f"--rate {text!r}: expected a rate or comma-separated rates in (0, 1) such as "
+            "0.01,0.02,0.05,0.1."
+        ) from error
+    bad = [r for r in rates if not 0.0 < r < 1.0]
+    if bad:
+        raise DivscopeError(f"--rate {text!r}: {bad[0]} is not in (0, 1).")
+    if len(set(rates)) != len(rates):
+        raise DivscopeError(f"--rate {text!r}: a rate appears twice.")
+    return rates
+
+
 @dataclass(frozen=True)
 class Target:
     """What the gates are calibrated for, and on how many base samples.
 
-    >>> Target(rate=0.05, window=16).n  # the default: 4 base samples per calibration prompt
-    4
+    >>> Target(rate=0.05, window=16).rate  # one rate, or several
+    (0.05,)
+    >>> Target().rate, Target().n  # the defaults: 4 base samples per calibration prompt
+    ((0.01, 0.02, 0.05, 0.1), 4)
     """
 
-    rate: Annotated[float, Flag(min=0.0, max=1.0)] = TAKEOVER_RATE
-    """Target takeover rate r in (0, 1)."""
+    rate: Annotated[tuple[float, ...], Flag("--rate", parse=parse_rates, metavar="R[,R...]")] = (
+        TAKEOVER_RATES
+    )
+    """Target takeover rates r in (0, 1), comma-separated: one (tau, lambda) per gate and
+    rate (the points of `cross-sample --policy gated`'s knee)."""
     window: Annotated[int, Flag(min=1)] = GATE_WINDOW
     """W, previous steps of the gate's recent mean."""
     n: Annotated[int, Flag("--n", "-n", min=1)] = CALIBRATION_SAMPLES
     """Responses sampled per calibration prompt (prompts only)."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.rate, int | float):
+            object.__setattr__(self, "rate", (float(self.rate),))
 
 
 def calibrate(
@@ -60,17 +93,18 @@ def calibrate(
 ) -> Calibration:
     """Calibrate the `gated` (CE) and `entropy` (base entropy) gates and write their JSON.
 
-    For takeover rate --rate: tau is the (1 - r) quantile of the scores s, and lambda is the
-    mean of the scores above tau over the mean score; the scores are a token table's rows, or
-    --n base samples per calibration prompt scored against --rl. Writes a JSON that
-    `cross-sample --calibration` reads.
+    For each takeover rate r of --rate: tau is the (1 - r) quantile of the scores s, and
+    lambda is the mean of the scores above tau over the mean score; the scores are a token
+    table's rows, or --n base samples per calibration prompt scored against --rl (sampled and
+    scored once for all the rates). Writes a JSON that `cross-sample --calibration` reads:
+    `gated` and `entropy` then run once per rate.
 
     Args:
         source: A token table from `divscope score`, or calibration prompts (with --base and
             --rl): then the base model samples `n` responses per prompt (lockstep decoder,
             `base` policy) and the scoring engine scores them against the RL model.
         out: the calibration JSON (or its path).
-        target: the takeover rate, the gates' window and the samples per prompt.
+        target: the takeover rates, the gates' window and the samples per prompt.
         models: the base and the RL model (prompts only; a `ModelPair` will do), and where
             they run.
         config: sampling, length cap, stop tokens and chat template of the calibration
@@ -90,9 +124,10 @@ def calibrate(
         >>> from divscope.decoding.calibrate import Target
         >>> tmp = tempfile.TemporaryDirectory()
         >>> calibration = divscope.calibrate(
-        ...     lab_tokens, f"{tmp.name}/gates.json", Target(rate=0.05, window=16), progress=False)
-        >>> sorted(calibration.gates), calibration.n_tokens
-        (['entropy', 'gated'], 731)
+        ...     lab_tokens, f"{tmp.name}/gates.json", Target(rate=(0.02, 0.05), window=16),
+        ...     progress=False)
+        >>> sorted(calibration.gates), calibration.n_tokens, len(calibration.gates_of("gated"))
+        (['entropy', 'gated'], 731, 2)
         >>> tmp.cleanup()
     """
     from divscope.io import scan_token_table

@@ -68,8 +68,9 @@ class Grid:
     """
 
     budgets: Annotated[tuple[int, ...], Flag(parse=parse_budgets)] = BUDGETS
-    """Switch budgets of forward, reverse, random, early, gated and entropy (comma-separated;
-    -1 = unlimited); the other policies (and early with a share) run once with budget -1."""
+    """Switch budgets of forward, reverse, random and early (comma-separated; -1 = unlimited),
+    and of gated and entropy with budget_sweep=true; the other policies (gated and entropy by
+    default: the paper's unbudgeted takeover; early with a share) run once with budget -1."""
     n: Annotated[int, Flag("--n", "-n", min=1)] = SAMPLES
     """Responses sampled per prompt, per policy and budget (write -n under torchrun, which
     takes --n for an abbreviation of its own options)."""

@@ -4,7 +4,8 @@ For a target takeover rate r over calibration scores s (the base model's own res
     tau    = the (1 − r) quantile of s (linear interpolation, numpy's default),
     lambda = E[s | s > tau] / E[s].
 `gated` reads the CE(p_b, p_r) calibration (`ce_base_rl`), `entropy` the base-entropy one
-(`entropy_base`), so the two policies are compared at the same nominal takeover rate.
+(`entropy_base`), so the two policies are compared at the same nominal takeover rate. A
+calibration holds one gate per policy and rate r: the takeover paper sweeps r to draw its knee.
 
 >>> gate = calibrate_scores(np.array([1.0, 2.0, 3.0, 4.0]), rate=0.25)
 >>> round(gate.tau, 6), round(gate.lam, 6)
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -32,8 +34,10 @@ SCORE_COLUMNS: dict[str, str] = {"gated": "ce_base_rl", "entropy": "entropy_base
 
 @dataclass(frozen=True)
 class Gate:
-    """The two thresholds of one dual gate."""
+    """The two thresholds of one dual gate, calibrated for one takeover rate."""
 
+    rate: float
+    """Target takeover rate r the gate was calibrated for."""
     tau: float
     """Absolute threshold: the (1 − r) quantile of the scores."""
     lam: float
@@ -44,19 +48,19 @@ class Gate:
 class Calibration:
     """What `divscope calibrate` writes and `cross-sample --calibration` reads."""
 
-    rate: float
-    """Target takeover rate r."""
+    rates: tuple[float, ...]
+    """Target takeover rates r, in the order given."""
     window: int
     """W, the previous steps of the gate's recent mean."""
-    gates: dict[str, Gate]
-    """Gate per policy (`gated`, `entropy`)."""
+    gates: dict[str, tuple[Gate, ...]]
+    """Gates per policy (`gated`, `entropy`): one per rate, in the order of `rates`."""
     n_tokens: int
     """Calibration scores used."""
     source: str
     """Where the scores came from (token table path or prompts + models)."""
 
-    def gate(self, policy: str) -> Gate:
-        """The gate of `policy` (`gated` or `entropy`)."""
+    def gates_of(self, policy: str) -> tuple[Gate, ...]:
+        """The gates of `policy` (`gated` or `entropy`), one per rate."""
         if policy not in self.gates:
             raise DivscopeError(
                 f"the calibration has no gate for policy {policy!r}; it has "
@@ -70,17 +74,31 @@ class Calibration:
 
     @staticmethod
     def from_json(path: str | os.PathLike) -> Calibration:
-        """Read a calibration written by `to_json`.
+        """Read a calibration written by `to_json`, or by divscope before several rates (one
+        `rate`, one gate per policy), read as a calibration of that one rate.
 
         Raises:
             DivscopeError: the file is missing or is not a divscope calibration.
         """
         try:
             data: dict[str, Any] = json.loads(Path(path).read_text())
+            if "rates" in data:
+                rates = tuple(float(r) for r in data["rates"])
+                gates = {
+                    name: tuple(Gate(**gate) for gate in listed)
+                    for name, listed in data["gates"].items()
+                }
+            else:  # one rate: {"rate": r, "gates": {"gated": {"tau": ..., "lam": ...}}}
+                rates = (float(data["rate"]),)
+                gates = {
+                    name: (Gate(rate=rates[0], **gate),) for name, gate in data["gates"].items()
+                }
+            if any(tuple(g.rate for g in listed) != rates for listed in gates.values()):
+                raise ValueError("the gates' rates differ from `rates`")
             return Calibration(
-                rate=float(data["rate"]),
+                rates=rates,
                 window=int(data["window"]),
-                gates={name: Gate(**gate) for name, gate in data["gates"].items()},
+                gates=gates,
                 n_tokens=int(data["n_tokens"]),
                 source=str(data["source"]),
             )
@@ -114,30 +132,40 @@ def calibrate_scores(scores: np.ndarray, rate: float, *, source: str = "calibrat
             f"{source}: no score exceeds tau={tau:.4g} (or the mean score is 0); the "
             f"calibration set is too small or degenerate for rate {rate}."
         )
-    return Gate(tau=tau, lam=float(above.mean()) / mean)
+    return Gate(rate=rate, tau=tau, lam=float(above.mean()) / mean)
 
 
 def calibrate_table(
-    table: pl.DataFrame | pl.LazyFrame, rate: float, window: int, source: str
+    table: pl.DataFrame | pl.LazyFrame, rates: float | Sequence[float], window: int, source: str
 ) -> Calibration:
-    """Calibrate both gates on a token table's `ce_base_rl` and `entropy_base` columns.
+    """Calibrate both gates on a token table's `ce_base_rl` and `entropy_base` columns, at
+    each rate (the scores are read once).
 
     Args:
         table: token-table rows (the base model's responses, scored against the RL model).
-        rate: target takeover rate r in (0, 1).
+        rates: target takeover rates r in (0, 1), one or several (each given once).
         window: W of the gates' recent mean (stored, not used by the calibration).
         source: a description of the table for the JSON.
+
+    Raises:
+        DivscopeError: no rate, a rate given twice, or what `calibrate_scores` raises.
     """
     if window < 1:
         raise DivscopeError(f"--window must be >= 1, got {window}.")
+    rates = (float(rates),) if isinstance(rates, int | float) else tuple(map(float, rates))
+    if not rates or len(set(rates)) != len(rates):
+        raise DivscopeError(f"--rate {','.join(map(str, rates))!r}: give each rate once.")
     columns = list(SCORE_COLUMNS.values())
     lazy = table.lazy()
     require_columns(lazy.collect_schema().names(), columns, source=source, what="calibration")
     frame = lazy.select(columns).collect()
     gates = {
-        policy: calibrate_scores(
-            frame[column].to_numpy(), rate, source=f"{source}, column {column!r}"
+        policy: tuple(
+            calibrate_scores(frame[column].to_numpy(), rate, source=f"{source}, column {column!r}")
+            for rate in rates
         )
         for policy, column in SCORE_COLUMNS.items()
     }
-    return Calibration(rate=rate, window=window, gates=gates, n_tokens=frame.height, source=source)
+    return Calibration(
+        rates=rates, window=window, gates=gates, n_tokens=frame.height, source=source
+    )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import MISSING, asdict, dataclass, fields, is_dataclass
+from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass
 from fractions import Fraction
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -456,19 +456,48 @@ class BaseGreedy(_ArgmaxGate):
     emits: ClassVar[str] = "base"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Gated(Policy):
     """One-token RL takeover when s_t = CE(p_b, p_r) > tau and s_t > lam · mean(s over the
-    previous `window` steps); with no previous step only the first gate applies."""
+    previous `window` steps); with no previous step only the first gate applies.
+
+    Unbudgeted by default (the takeover paper's gate: a one-token takeover at every firing,
+    budget −1 only); `budget_sweep=True` (the spec key `budget_sweep=true`) runs it once per
+    switch budget of the run instead.
+
+    >>> Gated(tau=2.0, lam=1.5, rate=0.05), Gated(tau=2.0, lam=1.5).budgeted
+    (Gated(tau=2.0, lam=1.5, window=16, rate=0.05), False)
+    """
 
     name: ClassVar[str] = "gated"
-    budgeted: ClassVar[bool] = True
     tau: float
     """Absolute threshold (`divscope calibrate`)."""
     lam: float
     """Relative threshold: a spike over the recent mean."""
     window: int = GATE_WINDOW
     """W, the previous steps the recent mean covers."""
+    rate: float | None = None
+    """The calibration's target takeover rate r that set tau and lam (the results' `rate`);
+    None for thresholds given by hand."""
+    budget_sweep: bool = field(default=False, compare=False)
+    """Run once per switch budget (`--budgets`) instead of unbudgeted only (not compared: the
+    same gate listed with and without it is the same policy, given twice)."""
+
+    @property
+    def budgeted(self) -> bool:  # type: ignore[override]
+        """Runs once per budget only with `budget_sweep`."""
+        return self.budget_sweep
+
+    def params(self) -> dict[str, Any]:
+        """tau, lam, window, and the calibration rate where set (`budget_sweep` is which
+        budgets the policy runs at, not a results column)."""
+        return {k: v for k, v in asdict(self).items() if k != "budget_sweep" and v is not None}
+
+    def __repr__(self) -> str:
+        """`Gated(tau=2.0, lam=1.5, window=16)`: the fields set (`budget_sweep` when True)."""
+        given = [f"{k}={v!r}" for k, v in self.params().items()]
+        given += ["budget_sweep=True"] if self.budget_sweep else []
+        return f"{type(self).__name__}({', '.join(given)})"
 
     def score(self, view: StepView) -> Tensor:
         """`[B]` the gated score s_t."""
@@ -496,7 +525,7 @@ class Gated(Policy):
         return Proposal(view.draw("base"), view.draw("rl"), (s > self.tau) & relative)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class EntropyGated(Gated):
     """The `gated` takeover with the base model's entropy as the score (no RL signal)."""
 
@@ -556,7 +585,8 @@ def build_policy(name: str, **params: Any) -> Policy:
     Args:
         name: one of `POLICIES`.
         **params: `eps`, `stratum`, `match_tol`, `map_table`, `rate`, `alpha`, `share`,
-            `tau`, `lam`, `window`, `temperature`, `top_p`, each the value for this policy
+            `tau`, `lam`, `window`, `budget_sweep`, `temperature`, `top_p`, each the value for
+            this policy
             (`settings.Policies` maps the spec keys and the per-policy flags, e.g.
             `--gate-tau`, to them); the ones a policy does not take are ignored.
 

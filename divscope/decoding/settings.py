@@ -181,7 +181,9 @@ def parse_spec(spec: str) -> tuple[str, dict[str, tuple[str, ...]]]:
 
 PATH_KEYS: tuple[str, ...] = ("map_table", "calibration")
 """Spec keys whose value is a path: one value (a `/` is the path's own)."""
-_KINDS: dict[str, type] = {"window": int, "stratum": str, "map_table": str, "calibration": str}
+_KINDS: dict[str, type] = {
+    "window": int, "stratum": str, "map_table": str, "calibration": str, "budget_sweep": bool,
+}  # fmt: skip
 """The type of a spec key's value where it is not a float."""
 
 
@@ -201,7 +203,10 @@ class Policies:
     policy's parameters (`build_policy`): `eps`, `stratum` (`none`, `rerank`, `tail`,
     `entropy-matched`), `match_tol`, `map_table` (a token table: the retrospective map),
     `rate`, `alpha`, `share`, `tau`, `lam`, `window`, `temperature`, `top_p`, and
-    `calibration` (`gated`, `entropy`: the JSON of `divscope calibrate`). Several swept keys
+    `calibration` (`gated`, `entropy`: the JSON of `divscope calibrate`; they then run once
+    per calibrated rate, or at the one `rate` the spec picks) and `budget_sweep` (`gated`,
+    `entropy`: `true` runs them once per `--budgets` budget; by default they run unbudgeted,
+    a one-token takeover at every gate firing). Several swept keys
     multiply. A key a spec lacks comes from the options below (`--eps`, `--gate-tau`...):
     they are the default keys of every spec, and the only other place a policy's parameter
     is read. The run's own sampling is not here: it is `DecodeConfig.sampling` (`--top-p`,
@@ -258,7 +263,9 @@ class Policies:
     """early: the RL model writes the first ceil(share x n) tokens, n the length of the same
     prompt and sample's base response (instead of --budgets)."""
     calibration: str | os.PathLike | None = None
-    """gated/entropy: tau, lambda and W from `divscope calibrate`."""
+    """gated/entropy: tau, lambda and W from `divscope calibrate`, one setting per calibrated
+    rate r (the results' `rate`); unbudgeted (budget −1) unless the spec says
+    budget_sweep=true."""
     gate_tau: float | None = None
     """gated: absolute threshold tau."""
     gate_lam: float | None = None
@@ -393,21 +400,44 @@ class Policies:
             return found
         found = []
         for given in _product(values):
-            params: dict[str, Any] = {"rate": self.rate, "alpha": self.alpha,
-                                      "share": self.early_share}  # fmt: skip
+            params: dict[str, Any] = {"alpha": self.alpha, "share": self.early_share}
             if name in GATES:
-                source = given.pop("calibration", self.calibration)
-                option = GATES[name]
-                flags = {key: getattr(self, f"{option}_{key}") for key in ("tau", "lam", "window")}
-                gate = flags | {k: given.pop(k) for k in list(given) if k in flags}
-                calibrated = Calibration.from_json(source) if source is not None else None
-                params |= _gate(name, gate, calibrated, source, self.override_calibration)
+                found += self._gated(name, given)
+                continue
+            params["rate"] = self.rate
             if name in OWN_SAMPLING:
                 params |= {"temperature": self.replace_temperature, "top_p": self.replace_top_p}
             if name == "rast":
                 params["lam"] = self.rast_lam
             found.append(build_policy(name, **(params | given)))
         return found
+
+    def _gated(self, name: str, given: dict[str, Any]) -> list[Policy]:
+        """The policies of one `gated` or `entropy` spec value: one per calibrated rate (the
+        spec's `rate` keeps only that calibrated rate), or one with the thresholds given."""
+        source = given.pop("calibration", self.calibration)
+        option = GATES[name]
+        flags = {key: getattr(self, f"{option}_{key}") for key in ("tau", "lam", "window")}
+        gate = flags | {k: given.pop(k) for k in list(given) if k in flags}
+        if source is None:
+            if "rate" in given:
+                raise DivscopeError(
+                    f"policy {name!r}: rate= picks a calibrated rate; give --calibration (the "
+                    "JSON of `divscope calibrate`), or leave rate out with --"
+                    f"{option}-tau and --{option}-lam."
+                )
+            return [build_policy(name, **(gate | given))]
+        calibrated = Calibration.from_json(source)
+        rate = given.pop("rate", None)
+        thresholds = _gate(name, gate, calibrated, source, self.override_calibration)
+        if rate is not None:
+            thresholds = [t for t in thresholds if t["rate"] == rate]
+            if not thresholds:
+                raise DivscopeError(
+                    f"policy {name!r}: rate={rate!r} is not a rate of --calibration {source} "
+                    f"(its rates: {', '.join(f'{r:g}' for r in calibrated.rates)})."
+                )
+        return [build_policy(name, **(t | given)) for t in thresholds]
 
 
 GATES: dict[str, str] = {"gated": "gate", "entropy": "entropy"}
@@ -416,8 +446,12 @@ prefix of their options (`--gate-tau`)."""
 
 
 def _value(name: str, key: str, text: str) -> Any:
-    """A spec value as its key's type (`none` as the stratum None)."""
+    """A spec value as its key's type (`none` as the stratum None, `true`/`false` as bools)."""
     kind = _KINDS.get(key, float)
+    if kind is bool:
+        if text.lower() not in ("true", "false"):
+            raise DivscopeError(f"policy {name!r}: {key}={text!r} is not true or false.")
+        return text.lower() == "true"
     if key == "stratum":
         if text not in STRATA:
             raise DivscopeError(
@@ -441,32 +475,33 @@ def _product(values: dict[str, tuple[Any, ...]]) -> list[dict[str, Any]]:
 def _gate(
     name: str,
     given: dict[str, Any],
-    calibrated: Calibration | None,
-    source: str | os.PathLike | None,
+    calibrated: Calibration,
+    source: str | os.PathLike,
     override: bool,
-) -> dict[str, Any]:
-    """`tau`, `lam` and `window` of the gated policy `name`: each given value, else the
-    calibrated one; a given value that differs from a calibrated one needs `override`."""
-    if calibrated is None:
-        return dict(given)
-    gate = calibrated.gate(name)
-    values = {"tau": gate.tau, "lam": gate.lam, "window": calibrated.window}
-    for key, value in given.items():
-        if value is None or value == values[key]:
-            continue
-        option = flag(name, key)
-        replaced = (
-            f"{option} {value!r} replaces the value {values[key]!r} that --calibration "
-            f"{source} calibrated for {name!r}"
-        )
-        if not override:
-            raise DivscopeError(
-                f"{replaced}: leave {option} out to use the calibrated value, or pass "
-                "--override-calibration to apply it."
+) -> list[dict[str, Any]]:
+    """`tau`, `lam`, `window` and `rate` of the gated policy `name`, one per calibrated rate:
+    each given value, else the calibrated one; a given value that differs from a calibrated
+    one needs `override`."""
+    found = []
+    for gate in calibrated.gates_of(name):
+        values = {"tau": gate.tau, "lam": gate.lam, "window": calibrated.window}
+        for key, value in given.items():
+            if value is None or value == values[key]:
+                continue
+            option = flag(name, key)
+            replaced = (
+                f"{option} {value!r} replaces the value {values[key]!r} that --calibration "
+                f"{source} calibrated for {name!r} at rate {gate.rate:g}"
             )
-        note(f"{replaced} (--override-calibration).")
-        values[key] = value
-    return values
+            if not override:
+                raise DivscopeError(
+                    f"{replaced}: leave {option} out to use the calibrated value, or pass "
+                    "--override-calibration to apply it."
+                )
+            note(f"{replaced} (--override-calibration).")
+            values[key] = value
+        found.append(values | {"rate": gate.rate})
+    return found
 
 
 def _sampling(policy: Policy, run: tuple[float, float]) -> tuple[float, float]:

@@ -281,10 +281,12 @@ def takeover_knee(
     """Pass@k (or accuracy) against ρ̄, the mean takeover rate, the knee marked (the takeover
     paper).
 
-    Each point is one setting of the takeover policy (its budget or threshold) at ρ̄, the mean
-    over its responses of n_switches / n_tokens; the star marks the Kneedle knee, past which
-    taking over more tokens adds little. The matched base control and the reference are
-    dashed lines.
+    Each point is one setting of the takeover policy at ρ̄, the mean over its responses of
+    n_switches / n_tokens, labelled by what varies (over a calibration of several rates: its
+    rate r, the paper's sweep); the star marks the Kneedle knee, past which taking over more
+    tokens adds little. The matched base control and the reference (by default the guide
+    model's control; the paper's is a same-size thinking model) are dashed lines. With at least
+    two benchmarks the measure is the per-benchmark average (the paper's).
 
     Args:
         results: cross-sample results with the takeover policy and the controls.
@@ -317,9 +319,12 @@ def takeover_knee(
         seed=seed,
     )
     measure, y_label = _measure(recovery_at)
+    if knee.average == "benchmarks":
+        y_label = y_label.replace(" (", ", per-benchmark average (")
     curve = knee.curve
     figure, (axes,) = panels(ax, height=2.9)
     _, top_name = _reference_policy(reference, rl_policy)
+    top_name = "guide model" if reference is None else top_name
     for value, name, color in (
         (knee.base_value, "base model", BASE_COLOR),
         (knee.reference_value, top_name, RL_COLOR),
@@ -334,6 +339,12 @@ def takeover_knee(
         rho, curve[f"{measure}_low"], curve[f"{measure}_high"], color=color, alpha=0.2, linewidth=0
     )
     axes.plot(rho, curve[measure], marker="o", color=color, label=f"{policy} takeover")
+    for x, y, label in zip(rho, curve[measure], curve["setting"], strict=True):
+        if label and y is not None:
+            axes.annotate(
+                label.replace("rate=", "r="), (x, y), textcoords="offset points",
+                xytext=(3, -9), fontsize=6, color=color,
+            )  # fmt: skip
     if knee.knee_index is not None:
         point = curve.row(knee.knee_index, named=True)
         axes.plot(
@@ -343,7 +354,8 @@ def takeover_knee(
             markersize=11,
             color=BLACK,
             linestyle="none",
-            label=f"knee: ρ̄ = {point['rho_mean']:.2%}",
+            label=f"knee: ρ̄ = {point['rho_mean']:.2%}"
+            + (f" ({point['setting'].replace('rate=', 'r=')})" if point["setting"] else ""),
         )
     shown = [*curve[f"{measure}_low"].drop_nulls(), *curve[f"{measure}_high"].drop_nulls()]
     shown += [v for v in (knee.base_value, knee.reference_value) if v is not None]

@@ -379,8 +379,11 @@ FIGURES: dict[str, FigureSpec] = {
         ),
         FigureSpec(
             "takeover_knee", "cross_sample", "takeover",
-            "Pass@k (with --recovery-at; accuracy otherwise) of the gated takeover against the "
-            "mean per-response takeover rate ρ̄, the knee starred.",
+            "Pass@k (with --recovery-at; accuracy otherwise; the per-benchmark average with "
+            "several benchmarks) of the gated takeover against the mean per-response takeover "
+            "rate ρ̄, one point per setting (per calibration rate r), the knee starred; the "
+            "dashed lines: the base model and the guide model (without --reference; the paper's "
+            "is a same-size thinking model).",
             lambda i: figures.takeover_knee(
                 i.cross_sample, reference=i.reference, recovery_at=i.recovery.recovery_at,
                 n_boot=i.recovery.n_boot, seed=i.recovery.seed,

@@ -183,21 +183,28 @@ def summary_html(result: Summary) -> str:
 
 def cross_sampling_html(result: Summary) -> str:
     """`<section id="cross-sampling">`: the Table 1-style table of the cross-sample curve
-    (policy, setting, budget, n, accuracy and recovery with 95% intervals, switched and
-    effective shares); empty without cross-sample results."""
+    (policy, setting, budget, n, accuracy and recovery with 95% intervals, pooled over prompts
+    and, with several benchmarks, per benchmark; switched and effective shares), what the
+    takeover rows' recovery is against, and the takeover knee; empty without cross-sample
+    results."""
     report = result.cross_sample
     if report is None:
         return ""
     from divscope.formatting import (
         budget_text,
         interval_text,
+        knee_text,
         labelled,
         share_text,
     )
 
     curve = labelled(report.curve)
     independent = "effective_independent_share_pooled" in curve.columns
-    header = ["policy", "setting", "budget", "n", "accuracy [95% CI]", "recovery [95% CI]"]
+    macro = "recovery_macro" in curve.columns
+    pooled = ", pooled" if macro else ""
+    header = ["policy", "setting", "budget", "n", f"accuracy{pooled} [95% CI]"]
+    header += [f"recovery{pooled} [95% CI]"]
+    header += ["accuracy per benchmark", "recovery per benchmark"] if macro else []
     header += ["switched", "eff. coupled", *(["eff. independent"] if independent else [])]
     rows = []
     for row in curve.iter_rows(named=True):
@@ -205,9 +212,16 @@ def cross_sampling_html(result: Summary) -> str:
             row["policy"], row["setting"] or "-", budget_text(row["budget"]),
             str(row["n_responses"]), interval_text(row, "accuracy"),
             interval_text(row, "recovery", percent=False),
+        ]  # fmt: skip
+        if macro:
+            cells += [
+                interval_text(row, "accuracy_macro"),
+                interval_text(row, "recovery_macro", percent=False),
+            ]
+        cells += [
             share_text(row.get("switch_share_pooled")),
             share_text(row.get("effective_share_pooled")),
-        ]  # fmt: skip
+        ]
         if independent:
             cells.append(share_text(row.get("effective_independent_share_pooled")))
         rows.append(cells)
@@ -216,6 +230,9 @@ def cross_sampling_html(result: Summary) -> str:
     body = "".join(
         "<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>" for cells in rows
     )
+    takeover = [report.takeover_recovery] if report.takeover_recovery is not None else []
+    takeover += [knee_text(report.knee)] if report.knee is not None else []
+    takeover_html = "".join(f'<p class="takeover">{escape(t)}</p>\n' for t in takeover)
     notes = "".join(f'<p class="note">{escape(n)}</p>' for n in report.notes)
     return (
         '<section id="cross-sampling" aria-labelledby="cross-sampling-heading">\n'
@@ -223,7 +240,7 @@ def cross_sampling_html(result: Summary) -> str:
         f"<p>Recovery = (P − P_base) / (P_ref − P_base) on {escape(measure)}; reference: "
         f"{escape(report.reference)}. Switched and effective: shares of generated tokens.</p>\n"
         f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
-        f"</table></div>\n{notes}\n</section>"
+        f"</table></div>\n{takeover_html}{notes}\n</section>"
     )
 
 

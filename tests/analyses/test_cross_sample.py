@@ -13,6 +13,7 @@ from divscope.analyses import (
     cross_sampling_curve,
     majority_at_k_curve,
     pass_at_k_curve,
+    recovery_reference,
     setting_difference,
     setting_differences,
     setting_labels,
@@ -624,3 +625,85 @@ def test_setting_difference_averaged_per_benchmark():
     )
     assert pooled.estimate == pytest.approx(2 / 3 - 1)
     assert macro.estimate == pytest.approx((0.5 + 1) / 2 - 1)
+
+
+def calibrated_frame(points: dict[float, tuple[float, int, float]]) -> pl.DataFrame:
+    """Gated results over calibration rates, {rate: (tau, switches per 100 tokens, accuracy)},
+    unbudgeted, with base 0.2 and RL 0.8 controls and forward beside them (20 prompts x 10)."""
+    rows = []
+    settings = [("base", None, None, 0, 0.2), ("rl", None, None, 0, 0.8),
+                ("forward", None, None, 3, 0.9)]  # fmt: skip
+    settings += [("gated", r, tau, n, a) for r, (tau, n, a) in points.items()]
+    for p in range(20):
+        for policy, rate, tau, switches, accuracy in settings:
+            for s in range(10):
+                correct = s < round(accuracy * 10)
+                rows.append((f"p{p}", policy, -1, rate, tau, correct, 100, switches, 0))
+    schema = ["prompt_id", "policy", "budget", "rate", "tau", "correct", "n_tokens", "n_switches"]
+    return pl.DataFrame(rows, schema=[*schema, "n_effective"], orient="row")
+
+
+def test_takeover_knee_over_calibration_rates():
+    """One point per calibrated rate, at its realized ρ̄ (not r), labelled by its rate alone;
+    forward's rows are not points. By hand: ρ̄ (0.02, 0.04, 0.08, 0.15) rescaled by 0.13 is
+    (0, 2/13, 6/13, 1), accuracy (0.5, 0.7, 0.8, 0.8) rescaled by 0.3 is (0, 2/3, 1, 1); the
+    gains (0, 2/3 - 2/13, 1 - 6/13, 0) = (0, 0.513, 0.538, 0) peak at rate 0.05."""
+    frame = calibrated_frame(
+        {0.1: (1.2, 15, 0.8), 0.01: (3.0, 2, 0.5), 0.05: (1.8, 8, 0.8), 0.02: (2.5, 4, 0.7)}
+    )
+    knee = takeover_knee(frame, n_boot=20)
+    curve = knee.curve
+    assert curve["rate"].to_list() == [0.01, 0.02, 0.05, 0.1]
+    assert curve["setting"].to_list() == ["rate=0.01", "rate=0.02", "rate=0.05", "rate=0.1"]
+    assert curve["budget"].to_list() == [-1] * 4
+    assert curve["rho_mean"].to_list() == pytest.approx([0.02, 0.04, 0.08, 0.15])
+    x = (np.array([0.02, 0.04, 0.08, 0.15]) - 0.02) / 0.13
+    y = (np.array([0.5, 0.7, 0.8, 0.8]) - 0.5) / 0.3
+    assert int(np.argmax(y - x)) == 2 and knee.knee_index == 2
+    assert curve.row(knee.knee_index, named=True)["rate"] == 0.05
+    assert curve["recovery"].to_list() == pytest.approx([0.5, 5 / 6, 1.0, 1.0])
+    assert knee.average == "prompts" and "recovery_pooled" not in curve.columns
+
+
+def test_takeover_recovery_is_labelled_against_the_guide_model_without_a_reference():
+    frame = calibrated_frame({0.02: (2.5, 4, 0.7)})
+    knee = takeover_knee(frame, n_boot=5)
+    assert knee.recovery_against == (
+        "against the guide model (the paper: a same-size thinking model)"
+    )
+    assert knee.recovery_against == recovery_reference(None)
+    with_reference = takeover_knee(frame, reference="forward", n_boot=5)
+    assert with_reference.recovery_against == "against policy `forward`, matched like a control"
+    # forward (0.9) is the upper bound: (0.7 - 0.2) / (0.9 - 0.2).
+    assert with_reference.curve["recovery"][0] == pytest.approx(5 / 7)
+    third = pl.DataFrame({"prompt_id": [f"p{p}" for p in range(20)], "correct": [True] * 20})
+    assert "third model" in takeover_knee(frame, reference=third, n_boot=5).recovery_against
+
+
+def test_takeover_knee_headline_is_the_per_benchmark_average():
+    """Benchmark A (p0-p2) and B (p3), 2 responses per prompt. Per prompt: base 0 everywhere;
+    rl 1, 1, 1 | 0.5; gated 1, 0.5, 0 | 0.5. Pooled over prompts: gated 0.5, rl 0.875,
+    recovery 0.5 / 0.875. Per benchmark (the paper's): gated (0.5 + 0.5) / 2 = 0.5, rl
+    (1 + 0.5) / 2 = 0.75, recovery 0.5 / 0.75."""
+    correct = {
+        "base": [(0, 0)] * 4,
+        "rl": [(1, 1), (1, 1), (1, 1), (1, 0)],
+        "gated": [(1, 1), (1, 0), (0, 0), (0, 1)],
+    }
+    rows = [
+        (f"p{p}", policy, -1, 0.05 if policy == "gated" else None, bool(c), 10,
+         1 if policy == "gated" else 0, 0, "A" if p < 3 else "B")
+        for policy, prompts in correct.items()
+        for p, pair in enumerate(prompts)
+        for c in pair
+    ]  # fmt: skip
+    schema = ["prompt_id", "policy", "budget", "rate", "correct", "n_tokens", "n_switches",
+              "n_effective", "benchmark"]  # fmt: skip
+    knee = takeover_knee(pl.DataFrame(rows, schema=schema, orient="row"), n_boot=20)
+    point = knee.curve.row(0, named=True)
+    assert knee.average == "benchmarks"
+    assert point["accuracy"] == pytest.approx(0.5)
+    assert point["recovery"] == pytest.approx(0.5 / 0.75)
+    assert point["accuracy_pooled"] == pytest.approx(0.5)
+    assert point["recovery_pooled"] == pytest.approx(0.5 / 0.875)
+    assert (knee.base_value, knee.reference_value) == pytest.approx((0.0, 0.75))

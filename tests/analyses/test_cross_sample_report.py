@@ -149,3 +149,45 @@ def test_report_has_recovery_per_eps_and_map_agreement():
     text = cross_sample_text(report)
     assert "Map agreement (switch positions whose online JS exceeds eps):" in text
     assert "recovery [95% CI]  switches/resp." in text
+
+
+GUIDE = "against the guide model (the paper: a same-size thinking model)"
+
+
+def test_takeover_recovery_labels_without_and_with_a_reference():
+    """Without --reference the takeover rows' and the knee's recovery say they are against the
+    guide model, in the JSON and the digest; two benchmarks make the per-benchmark average the
+    knee's headline and label the curve's own columns pooled. A third model's responses as
+    the reference are named instead."""
+    report = cross_sample_report(full_results(), recovery=Recovery(n_boot=20))
+    assert report.takeover_recovery == (
+        f"Takeover rows (`gated`, `entropy`) and knee: recovery {GUIDE}; headline: the "
+        "per-benchmark average (the paper's: the curve's `*_macro` columns, the knee's "
+        "`accuracy`/`recovery`); the average over prompts is labelled pooled."
+    )
+    document = to_jsonable(report)
+    assert document["knee"]["recovery_against"] == GUIDE
+    assert document["knee"]["average"] == "benchmarks"
+    assert GUIDE in document["takeover_recovery"]
+    # gated: a TT, b TT; base a FF, b TF; rl TT, TT: the knee's headline is the macro one.
+    point = document["knee"]["curve"][0]
+    assert point["accuracy"] == report.curve.filter(policy="gated")["accuracy_macro"][0]
+    assert point["accuracy_pooled"] == report.curve.filter(policy="gated")["accuracy"][0]
+    text = cross_sample_text(report)
+    assert report.takeover_recovery in text
+    assert f"Takeover knee of `gated`: none (1 settings, accuracy; recovery {GUIDE})." in text
+    assert "recovery, pooled [95% CI]" in text and "recovery per benchmark" in text
+    third = pl.DataFrame({"prompt_id": ["a", "b"], "correct": [True, True]})
+    referenced = cross_sample_report(full_results(), reference=third, recovery=Recovery(n_boot=20))
+    assert GUIDE not in referenced.takeover_recovery
+    assert "against a third model's graded responses" in referenced.takeover_recovery
+    assert referenced.knee.recovery_against.startswith("against a third model's")
+    one = full_results().filter(pl.col("benchmark") == "aime")
+    single = cross_sample_report(one, recovery=Recovery(n_boot=20))
+    assert single.takeover_recovery.endswith("averaged over prompts (a single benchmark).")
+    assert single.knee.average == "prompts"
+    assert "pooled" not in curve_text(single.curve).splitlines()[0]
+    plain = cross_sample_report(
+        full_results().filter(pl.col("policy") != "gated"), recovery=Recovery(n_boot=20)
+    )
+    assert plain.takeover_recovery is None and plain.knee is None

@@ -67,25 +67,39 @@ def test_cross_sample_end_to_end(tmp_path, tiny_pair, prompts):
 
 
 def test_calibrate_then_gated(tmp_path, tiny_pair, prompts):
+    """`calibrate --rate` of two rates samples and scores the base responses once; gated and
+    entropy then run one setting per calibrated rate (its tau, lambda and rate in the results),
+    unbudgeted whatever --budgets says: one-token takeovers at every gate firing."""
     base, rl = tiny_pair
     calibration = tmp_path / "gate.json"
     result = _run(
         "calibrate", prompts, "--base", base, "--rl", rl, "--n", 4, "--max-new-tokens", 8,
-        "--rate", 0.2, "--window", 4, "--out", calibration,
+        "--rate", "0.2,0.4", "--window", 4, "--out", calibration,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
+    assert "rates 0.2, 0.4" in result.output
     gate = Calibration.from_json(calibration)
     assert gate.window == 4 and set(gate.gates) == {"gated", "entropy"}
+    assert gate.rates == (0.2, 0.4) and [g.rate for g in gate.gates_of("gated")] == [0.2, 0.4]
+    # A lower rate is a higher quantile: tau falls as r rises.
+    assert gate.gates_of("gated")[0].tau >= gate.gates_of("gated")[1].tau
     out = tmp_path / "gated.parquet"
     result = _run(
         "cross-sample", prompts, "--base", base, "--rl", rl, "--policy", "gated,entropy",
-        "--calibration", calibration, "--budgets", "-1", "--n", 2, "--max-new-tokens", 8,
+        "--calibration", calibration, "--budgets", "0,2,-1", "--n", 2, "--max-new-tokens", 8,
         "--out", out,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     results = read_cross_sample(out)
-    assert results.filter(pl.col("policy") == "gated")["tau"][0] == gate.gates["gated"].tau
     assert results["window"].unique().to_list() == [4]
+    assert results["budget"].unique().to_list() == [-1]
+    settings = results.group_by("policy", "rate", "tau", "lam").len().sort("policy", "rate")
+    expected = [
+        (policy, g.rate, g.tau, g.lam, 3 * 2)
+        for policy in ("entropy", "gated")
+        for g in gate.gates_of(policy)
+    ]
+    assert settings.rows() == expected
 
 
 @pytest.fixture(scope="module")
@@ -212,8 +226,8 @@ def test_a_flag_may_override_a_calibrated_value_only_when_told(tmp_path, tiny_pa
 
     base, rl = tiny_pair
     calibration = tmp_path / "gate.json"
-    gates = {"gated": Gate(tau=0.5, lam=1.5), "entropy": Gate(tau=1.0, lam=2.0)}
-    Calibration(rate=0.1, window=4, gates=gates, n_tokens=10, source="t").to_json(calibration)
+    gates = {"gated": (Gate(0.1, tau=0.5, lam=1.5),), "entropy": (Gate(0.1, tau=1.0, lam=2.0),)}
+    Calibration((0.1,), window=4, gates=gates, n_tokens=10, source="t").to_json(calibration)
     args = [
         "cross-sample", prompts, "--base", base, "--rl", rl, "--policy", "gated",
         "--calibration", calibration, "--gate-lam", 1, "--budgets", "-1", "--n", 1,

@@ -42,8 +42,8 @@ def _policies(text, *, temperature=TEMPERATURE, top_p=TOP_P, **defaults):
 @pytest.fixture
 def calibration(tmp_path):
     path = tmp_path / "gate.json"
-    gates = {"gated": Gate(tau=2.0, lam=1.5), "entropy": Gate(tau=0.5, lam=3.0)}
-    Calibration(rate=0.1, window=8, gates=gates, n_tokens=10, source="t").to_json(path)
+    gates = {"gated": (Gate(0.1, tau=2.0, lam=1.5),), "entropy": (Gate(0.1, tau=0.5, lam=3.0),)}
+    Calibration(rates=(0.1,), window=8, gates=gates, n_tokens=10, source="t").to_json(path)
     return path
 
 
@@ -112,8 +112,8 @@ def test_calibrated_values_fill_what_is_not_given(calibration):
         Base(),
         Base(temperature=0.6, top_p=0.9),
         RLReplace(temperature=0.6, top_p=0.9),
-        Gated(tau=2.0, lam=1.5, window=8),
-        EntropyGated(tau=0.5, lam=3.0, window=8),
+        Gated(tau=2.0, lam=1.5, window=8, rate=0.1),
+        EntropyGated(tau=0.5, lam=3.0, window=8, rate=0.1),
         RL(temperature=0.6, top_p=0.9),
     ]
 
@@ -136,16 +136,49 @@ def test_override_calibration_applies_the_flag_with_a_note(calibration, capsys):
     policies = _policies(
         "gated,entropy", calibration=calibration, gate_lam=1.0, override_calibration=True
     )
-    assert policies == [Gated(tau=2.0, lam=1.0, window=8), EntropyGated(0.5, 3.0, 8)]
+    assert policies == [Gated(2.0, 1.0, 8, rate=0.1), EntropyGated(0.5, 3.0, 8, rate=0.1)]
     notes = capsys.readouterr().err.splitlines()
     assert notes == [
         f"note: --gate-lam 1.0 replaces the value 1.5 that --calibration {calibration} "
-        "calibrated for 'gated' (--override-calibration)."
+        "calibrated for 'gated' at rate 0.1 (--override-calibration)."
     ]
 
 
 def test_a_flag_equal_to_the_calibrated_value_replaces_nothing(calibration):
-    assert _policies("gated", calibration=calibration, gate_tau=2.0) == [Gated(2.0, 1.5, 8)]
+    assert _policies("gated", calibration=calibration, gate_tau=2.0) == [
+        Gated(2.0, 1.5, 8, rate=0.1)
+    ]
+
+
+def test_gated_runs_every_calibrated_rate_unbudgeted_unless_swept(tmp_path):
+    """A calibration of several rates: one `gated` (and `entropy`) per rate, its tau and
+    lambda and its rate, unbudgeted; `rate=` picks one; `budget_sweep=true` runs the budgets;
+    thresholds by hand (no calibration) still work, without a rate."""
+    path = tmp_path / "rates.json"
+    gated = (Gate(0.02, tau=3.0, lam=2.0), Gate(0.1, tau=1.0, lam=1.5))
+    entropy = (Gate(0.02, tau=0.9, lam=2.5), Gate(0.1, tau=0.4, lam=1.2))
+    gates = {"gated": gated, "entropy": entropy}
+    Calibration((0.02, 0.1), window=8, gates=gates, n_tokens=10, source="t").to_json(path)
+    policies = _policies("gated,entropy", calibration=path)
+    assert policies == [
+        Gated(3.0, 2.0, 8, rate=0.02),
+        Gated(1.0, 1.5, 8, rate=0.1),
+        EntropyGated(0.9, 2.5, 8, rate=0.02),
+        EntropyGated(0.4, 1.2, 8, rate=0.1),
+    ]
+    assert not any(p.budgeted for p in policies)
+    assert _policies("gated:rate=0.1", calibration=path) == [Gated(1.0, 1.5, 8, rate=0.1)]
+    swept = _policies("gated:budget_sweep=true", calibration=path)
+    assert [p.budgeted for p in swept] == [True, True]
+    assert _policies("gated", gate_tau=1.0, gate_lam=2.0) == [Gated(1.0, 2.0)]
+    with pytest.raises(DivscopeError, match="rate=0.05 is not a rate of --calibration"):
+        _policies("gated:rate=0.05", calibration=path)
+    with pytest.raises(DivscopeError, match="rate= picks a calibrated rate"):
+        _policies("gated:rate=0.05", gate_tau=1.0, gate_lam=2.0)
+    with pytest.raises(DivscopeError, match="appears twice"):
+        _policies("gated,gated:budget_sweep=true", calibration=path)
+    with pytest.raises(DivscopeError, match="budget_sweep='yes' is not true or false"):
+        _policies("gated:budget_sweep=yes", calibration=path)
 
 
 def test_a_flag_of_a_policy_that_is_not_calibrated_is_not_refused(calibration):
@@ -268,7 +301,7 @@ def test_spec_keys_over_the_options(text, kwargs, expected):
 
 
 def test_spec_calibration(calibration):
-    assert _policies(f"gated:calibration={calibration}") == [Gated(2.0, 1.5, 8)]
+    assert _policies(f"gated:calibration={calibration}") == [Gated(2.0, 1.5, 8, rate=0.1)]
     with pytest.raises(DivscopeError, match="--gate-lam 1.0 replaces the value 1.5"):
         _policies(f"gated:calibration={calibration},lam=1.0")
 

@@ -79,6 +79,12 @@ def test_summary_tables_hold_both_papers_with_intervals(result):
 def test_cross_sampling_table(result):
     html = page.cross_sampling_html(result)
     assert '<th scope="col">recovery [95% CI]</th>' in html
+    # gated rows: their recovery is labelled against the guide model, and the knee is shown.
+    assert (
+        "Takeover rows (`gated`, `entropy`) and knee: recovery against the guide model "
+        "(the paper: a same-size thinking model)"
+    ) in html.replace("&#x27;", "'").replace("&quot;", '"')
+    assert "Takeover knee of `gated`" in html
     for policy in ("forward", "reverse", "random", "base", "rl"):
         assert f"<td>{policy}</td>" in html
     no_xs = summary(
