@@ -69,8 +69,6 @@ prefix; `retrospective`: precomputed along reference trajectories, `--map-table`
 # Gates of `gated` and `entropy`, and their calibration.
 GATE_WINDOW = 16
 """W: previous steps of a gate's recent mean."""
-TAKEOVER_RATE = 0.05
-"""A single target takeover rate r (the quickstart's)."""
 TAKEOVER_RATES: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1)
 """Target takeover rates r of `calibrate`: the points of the gated policy's knee."""
 CALIBRATION_SAMPLES = 4

@@ -6,15 +6,20 @@ What `divscope quickstart` runs, on the lab's family (`fixtures/lab`: `base`, `r
 1. `prompts`: the first eval prompts, and the first training prompts for calibration;
 2. `generate base`, `generate rl`, `generate sft`: samples of each model on the eval prompts;
 3. `grade`: every response with the lab grader; base's and RL's responses together are the
-   trajectories that RL vs base is scored on (RL's sample ids follow base's);
-4. `score rl`: RL vs base on those; `score sft`: SFT vs base on SFT's own samples (the control);
+   trajectories that RL vs base is scored on (RL's sample ids follow base's; each row's `model`
+   becomes the token table's `source`);
+4. `score rl`: RL vs base on those, one table whose `source` keeps base rollouts and RL
+   trajectories apart; `score sft`: SFT vs base on SFT's own samples (the control);
    `score checkpoints`: each `rl-step-N` and the final `rl` vs base on RL's samples (the
    training evolution);
-5. `calibrate`: the takeover paper's gates, from base samples of the calibration prompts;
-6. `cross-sample`: forward, reverse, random, rl-replace and gated, with the base and rl
-   controls, over a budget grid;
+5. `calibrate`: the takeover paper's gates at several takeover rates, from base samples of the
+   calibration prompts;
+6. `cross-sample`: forward, reverse and random over a budget grid, rl-replace, and gated once
+   per calibrated rate (unbudgeted), with the base and rl controls;
 7. `analyze` (with the SFT table compared and the cross-sample results), and the headline
-   numbers; `plot`: every figure; `report`: the HTML report.
+   numbers, each on its paper's population (core: RL trajectories; takeover: base rollouts),
+   gated's knee over the calibration rates beside forward's over the budgets; `plot`: every
+   figure; `report`: the HTML report.
 
 Resuming: `OUT/quickstart.json` records, per stage, a fingerprint of the settings that decide
 its outputs (its own and, through theirs, its inputs' stages). A stage recorded done whose
@@ -32,7 +37,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 from typing import Annotated, Any
@@ -48,7 +53,7 @@ from divscope.defaults import (
     N_BOOT,
     QUICKSTART_OUT,
     SEED,
-    TAKEOVER_RATE,
+    TAKEOVER_RATES,
 )
 from divscope.errors import DivscopeError
 from divscope.estimators import Interval
@@ -60,8 +65,10 @@ LAB_GRADER = "lab"
 """The grader of the lab's task (`divscope grade --grader lab`)."""
 POLICIES = "base,rl,forward,reverse,random,rl-replace,gated"
 """The cross-sample policies (`--policy`); rl-replace brings its own base and rl controls."""
-KNEE_POLICY = "forward"
-"""The policy whose knee the headline reports."""
+GATED = "gated"
+"""The takeover policy whose knee over calibration rates the headline reports."""
+FORWARD = "forward"
+"""The cross-sampling policy whose knee over switch budgets the headline reports beside it."""
 NEAR_ZERO = 1e-3
 """Headline sparsity: the share of tokens with `js` below this (one of the core thresholds)."""
 CONFIDENCE = 0.95
@@ -93,8 +100,9 @@ class QuickstartConfig:
     """forward/reverse: switch where JS > eps."""
     random_rate: float = 0.03
     """random: per-step switch probability, about forward's unlimited switch share on the lab."""
-    takeover_rate: float = TAKEOVER_RATE
-    """Target takeover rate of the calibrated gates."""
+    takeover_rates: tuple[float, ...] = TAKEOVER_RATES
+    """Target takeover rates r of the calibrated gates: gated runs once at each, unbudgeted
+    (its knee is drawn over them, as the takeover paper draws it)."""
     n_boot: int = N_BOOT
     """Bootstrap resamples of every interval."""
     formats: tuple[str, ...] = ("png", "pdf")
@@ -121,100 +129,160 @@ class QuickstartConfig:
 
 
 @dataclass(frozen=True)
+class Knee:
+    """Where more intervention stops paying on one policy's curve (`analyses.takeover_knee`)."""
+
+    policy: str
+    """The policy: `gated` (one point per calibration rate) or `forward` (per budget)."""
+    rate: float | None
+    """The calibration rate r at the knee (`gated`); None for a budget curve."""
+    budget: int | None
+    """The switch budget at the knee (−1 = unlimited)."""
+    recovery: Interval
+    """Recovery of the RL gain at the knee."""
+    switch_share: float
+    """ρ̄ at the knee: the mean over responses of the share of their tokens switched."""
+
+    @classmethod
+    def of(cls, knee: Any) -> Knee | None:
+        """The knee point of a `TakeoverKnee`; None when its curve has none."""
+        if knee.knee_index is None:
+            return None
+        point = knee.curve.row(knee.knee_index, named=True)
+        return cls(
+            policy=knee.policy,
+            rate=point.get("rate") if knee.policy == GATED else None,
+            budget=point["budget"],
+            recovery=Interval(
+                point["recovery"], point["recovery_low"], point["recovery_high"], CONFIDENCE
+            ),
+            switch_share=point["rho_mean"],
+        )
+
+    def format(self, gain: str = "of the RL gain") -> str:
+        """`knee at r = 0.05: recovery 1.01 [1.00, 1.03] of the RL gain, 3.17% of ...` (or `at
+        budget 2`); `gain` says what the recovery is a share of."""
+        if self.rate is not None:
+            where = f"r = {self.rate:g}"
+        else:
+            where = "budget " + ("unlimited" if self.budget == -1 else str(self.budget))
+        r = self.recovery
+        return (
+            f"knee at {where}: recovery {r.estimate:.2f} [{r.low:.2f}, {r.high:.2f}] {gain}, "
+            f"{self.switch_share:.2%} of each response's tokens switched on average"
+        )
+
+
+@dataclass(frozen=True)
 class Headline:
-    """The study's headline numbers (RL vs base; intervals are 95% bootstraps over prompts)."""
+    """The study's headline numbers, each on its paper's population and named with it
+    (intervals are 95% bootstraps over prompts)."""
 
     n_tokens: int
-    """Tokens of the RL-vs-base token table."""
+    """Tokens of the RL-vs-base token table (base rollouts and RL trajectories)."""
     n_responses: int
     """Responses in it (base's and RL's samples)."""
+    core_population: str
+    """The core paper's population, in words with its counts (RL trajectories)."""
     near_zero: float
     """The near-zero threshold of `share_near_zero`."""
     share_near_zero: float
-    """Share of tokens with `js` below `near_zero` (the core paper's sparsity)."""
+    """Share of the core population's tokens with `js` below `near_zero` (the core paper's
+    sparsity)."""
     high: float
     """The core paper's high-divergence threshold of `share_high`."""
     share_high: float
-    """Share of tokens with `js` above `high` (the positions of the core section's rank
-    reordering)."""
+    """Share of the core population's tokens with `js` above `high` (the positions of the core
+    section's rank reordering)."""
+    takeover_population: str
+    """The takeover paper's population, in words with its counts (base rollouts)."""
     takeover_metric: str
     """The metric of `gini` and `failure_auroc` (the takeover paper's s_t)."""
     gini: float
-    """Gini coefficient of `takeover_metric` over tokens."""
+    """Gini coefficient of `takeover_metric` over the takeover population's tokens."""
     failure_auroc: Interval | None
-    """AUROC of each response's top-100 mean for predicting a wrong answer; None when the
+    """AUROC of each base rollout's top-100 mean for predicting a wrong answer; None when the
     responses are all right or all wrong."""
-    knee_budget: int | None
-    """Switch budget at the knee of forward's accuracy against its takeover rate (−1 =
-    unlimited); None when the curve has no knee."""
-    knee_recovery: Interval | None
-    """Forward's recovery of the RL gain at the knee."""
-    knee_switch_share: float | None
-    """Forward's mean takeover rate (switched share of each response's tokens) at the knee."""
+    rates: tuple[float, ...]
+    """The calibration rates the gated takeover ran at (one point each of its curve)."""
+    knee: Knee | None
+    """The gated takeover's knee over the calibration rates (the takeover paper's); None when
+    its curve has no knee."""
+    recovery_against: str
+    """What `knee`'s recovery is measured against."""
+    forward_knee: Knee | None
+    """Forward cross-sampling's knee over the switch budgets (the core paper's curve)."""
     base_accuracy: float | None
-    """Accuracy of the base control at forward's sampling."""
+    """Accuracy of the base control at the run's sampling."""
     rl_accuracy: float | None
-    """Accuracy of the rl control at forward's sampling."""
+    """Accuracy of the rl control at the run's sampling."""
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (intervals as dicts)."""
+        """A JSON-ready dict (intervals and knees as dicts)."""
         return asdict(self)
 
     @classmethod
     def from_dict(cls, document: Mapping[str, Any]) -> Headline:
         """The headline `to_dict` wrote."""
-        intervals = {"failure_auroc", "knee_recovery"}
+
+        def knee(value: Mapping[str, Any] | None) -> Knee | None:
+            if value is None:
+                return None
+            return Knee(**{**value, "recovery": Interval(**value["recovery"])})
+
+        auroc = document["failure_auroc"]
         return cls(
             **{
-                f.name: Interval(**document[f.name])
-                if f.name in intervals and document[f.name] is not None
-                else document[f.name]
-                for f in fields(cls)
+                **document,
+                "failure_auroc": None if auroc is None else Interval(**auroc),
+                "rates": tuple(document["rates"]),
+                "knee": knee(document["knee"]),
+                "forward_knee": knee(document["forward_knee"]),
             }
         )
 
     def format(self) -> str:
         """The headline as a few lines of text."""
-
-        def interval(value: Interval | None, digits: int = 2) -> str:
-            if value is None:
-                return "n/a"
-            return f"{value.estimate:.{digits}f} [{value.low:.{digits}f}, {value.high:.{digits}f}]"
-
-        if self.knee_budget is None:
-            knee = "no knee (too few budgets, or a flat curve)"
-        else:
-            budget = "unlimited" if self.knee_budget == -1 else str(self.knee_budget)
-            knee = (
-                f"knee at budget {budget}: recovery {interval(self.knee_recovery)} of the RL "
-                f"gain, {self.knee_switch_share:.2%} of each response's tokens switched on average"
-            )
+        auroc = self.failure_auroc
+        failure = (
+            "n/a" if auroc is None else f"{auroc.estimate:.3f} [{auroc.low:.3f}, {auroc.high:.3f}]"
+        )
+        flat = "no knee (too few points, or a flat curve)"
         controls = (
             f" (base {self.base_accuracy:.1%}, rl {self.rl_accuracy:.1%})"
             if self.base_accuracy is not None and self.rl_accuracy is not None
             else ""
         )
+        rates = ", ".join(f"{r:g}" for r in self.rates)
+        against = self.recovery_against
         return "\n".join(
             [
-                f"  sparsity: {self.share_near_zero:.1%} of tokens have js < {self.near_zero:g}, "
-                f"{self.share_high:.2%} have js > {self.high:g} ({self.n_tokens:,} tokens of "
-                f"{self.n_responses:,} responses)",
-                f"  concentration: Gini {self.gini:.3f} of {self.takeover_metric}",
-                f"  failure AUROC (top-100 mean of {self.takeover_metric}): "
-                f"{interval(self.failure_auroc, 3)}",
-                f"  forward cross-sampling: {knee}{controls}",
+                f"  sparsity (core paper, {self.core_population}): {self.share_near_zero:.1%} of "
+                f"tokens have js < {self.near_zero:g}, {self.share_high:.2%} have js > "
+                f"{self.high:g}",
+                f"  concentration (takeover paper, {self.takeover_population}): Gini "
+                f"{self.gini:.3f} of {self.takeover_metric}",
+                f"  failure AUROC (takeover paper, the same base rollouts; top-100 mean of "
+                f"{self.takeover_metric}): {failure}",
+                f"  gated takeover over calibration rates {rates}: "
+                + (flat if self.knee is None else self.knee.format(f"of the gain {against}"))
+                + controls,
+                "  forward cross-sampling over switch budgets: "
+                + (flat if self.forward_knee is None else self.forward_knee.format()),
             ]
         )
 
 
 def headline(summary: Summary, results: pl.DataFrame, *, n_boot: int, seed: int) -> Headline:
-    """The headline numbers of an `analyze` `Summary` (on `js` and `ce_base_rl`) and of the
-    knee of forward's curve in the cross-sample results (`analyses.takeover_knee`).
+    """The headline numbers of an `analyze` `Summary` (on `js` and `ce_base_rl`, each section on
+    its paper's population) and of the knees of gated's curve over its calibration rates and of
+    forward's over its budgets in the cross-sample results (`analyses.takeover_knee`).
 
     Args:
         summary: the `divscope.analyses.Summary` of the RL-vs-base token table.
-        results: graded cross-sample results with `forward` and the base and rl controls.
-        n_boot: bootstrap resamples of the knee's interval.
+        results: graded cross-sample results with `gated` (over calibration rates), `forward`
+            and the base and rl controls.
+        n_boot: bootstrap resamples of the knees' intervals.
         seed: seed of that bootstrap.
 
     Returns:
@@ -223,25 +291,30 @@ def headline(summary: Summary, results: pl.DataFrame, *, n_boot: int, seed: int)
     from divscope.analyses.cross_sample import takeover_knee
 
     core, takeover = summary.core, summary.takeover
-    knee = takeover_knee(results, KNEE_POLICY, n_boot=n_boot, seed=seed, confidence=CONFIDENCE)
-    point = None if knee.knee_index is None else knee.curve.row(knee.knee_index, named=True)
+    knees = {
+        policy: takeover_knee(results, policy, n_boot=n_boot, seed=seed, confidence=CONFIDENCE)
+        for policy in (GATED, FORWARD)
+    }
+    gated = knees[GATED]
+    rates = gated.curve["rate"].drop_nulls().to_list() if "rate" in gated.curve.columns else []
     return Headline(
         n_tokens=summary.n_tokens,
         n_responses=summary.n_responses,
+        core_population=core.population.text,
         near_zero=NEAR_ZERO,
         share_near_zero=core.sparsity.share_below[NEAR_ZERO],
         high=core.thresholds.rank,
         share_high=core.rank_reordering.n_positions / core.sparsity.n_tokens,
+        takeover_population=takeover.population.text,
         takeover_metric=takeover.metric,
         gini=takeover.lorenz.gini,
         failure_auroc=None if takeover.failure_auroc is None else takeover.failure_auroc.divergence,
-        knee_budget=None if point is None else point["budget"],
-        knee_recovery=None
-        if point is None
-        else Interval(point["recovery"], point["recovery_low"], point["recovery_high"], CONFIDENCE),
-        knee_switch_share=None if point is None else point["rho_mean"],
-        base_accuracy=knee.base_value,
-        rl_accuracy=knee.reference_value,
+        rates=tuple(sorted(rates)),
+        knee=Knee.of(gated),
+        recovery_against=gated.recovery_against,
+        forward_knee=Knee.of(knees[FORWARD]),
+        base_accuracy=gated.base_value,
+        rl_accuracy=gated.reference_value,
     )
 
 
@@ -420,8 +493,10 @@ def quickstart(
     Generates and grades base, RL and SFT samples; scores RL vs base, SFT vs base and each RL
     checkpoint vs base; calibrates the gates; cross-samples (forward, reverse, random,
     rl-replace, gated and the controls) over a budget grid; analyzes, plots every figure and
-    writes the HTML report. Prints each stage on stderr, then the headline numbers (sparsity,
-    Gini, failure AUROC, forward's recovery at the knee) and where every file is. Interrupted?
+    writes the HTML report. Prints each stage on stderr, then the headline numbers, each on its
+    paper's population (sparsity on RL trajectories; Gini and failure AUROC on base rollouts;
+    gated's recovery at its knee over the calibration rates, forward's at its knee over the
+    budgets) and where every file is. Interrupted?
     Run it again: it resumes: stages done before with the same settings are skipped.
 
     Args:
@@ -644,7 +719,7 @@ def _stages(paths: _Paths, family: _Lab, config: QuickstartConfig, progress: boo
 
         calibration = calibrate_gates(
             paths.calibration_prompts, Output(paths.gates, overwrite=True),
-            Target(c.takeover_rate, GATE_WINDOW, c.calibration_samples),
+            Target(c.takeover_rates, GATE_WINDOW, c.calibration_samples),
             ModelPair(base, family.model("rl")), decoding, progress=progress,
         )  # fmt: skip
         return f"calibrated on {calibration.n_tokens:,} tokens"
@@ -725,7 +800,7 @@ def _stages(paths: _Paths, family: _Lab, config: QuickstartConfig, progress: boo
         _Stage("score checkpoints", tuple(paths.evolution.values()),
                {"steps": list(paths.steps)}, ("grade",), checkpoints),
         _Stage("calibrate", (paths.gates,),
-               {"rate": c.takeover_rate, "window": GATE_WINDOW, "n": c.calibration_samples,
+               {"rates": list(c.takeover_rates), "window": GATE_WINDOW, "n": c.calibration_samples,
                 "decoding": asdict(decoding)}, ("prompts",), calibrate),
         _Stage("cross-sample", (paths.cross_sample,),
                {"policies": POLICIES, "eps": c.eps, "rate": c.random_rate,

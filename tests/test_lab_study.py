@@ -15,6 +15,7 @@ from divscope.estimators import Interval
 from divscope.lab_study import (
     MANIFEST,
     Headline,
+    Knee,
     QuickstartConfig,
     _lab,
     _prepare,
@@ -130,24 +131,38 @@ def test_the_lab_is_checked_before_any_work(tmp_path):
 
 @pytest.mark.parametrize("knee", [True, False])
 def test_headline_round_trips_and_reads(knee):
+    gated = Knee("gated", 0.05, -1, Interval(1.01, 1.0, 1.03, 0.95), 0.0317)
+    forward = Knee("forward", None, 2, Interval(0.94, 0.85, 1.0, 0.95), 0.0221)
     numbers = Headline(
-        n_tokens=4241, n_responses=48, near_zero=1e-3, share_near_zero=0.968, high=0.1,
-        share_high=0.0323, takeover_metric="ce_base_rl", gini=0.958,
-        failure_auroc=Interval(0.741, 0.511, 0.904, 0.95),
-        knee_budget=2 if knee else None,
-        knee_recovery=Interval(0.94, 0.85, 1.0, 0.95) if knee else None,
-        knee_switch_share=0.0221 if knee else None, base_accuracy=0.25, rl_accuracy=1.0,
+        n_tokens=4241, n_responses=48,
+        core_population="on rl trajectories: 24 responses, 2,100 tokens", near_zero=1e-3,
+        share_near_zero=0.968, high=0.1, share_high=0.0323,
+        takeover_population="on base rollouts: 24 responses, 2,141 tokens",
+        takeover_metric="ce_base_rl", gini=0.958,
+        failure_auroc=Interval(0.741, 0.511, 0.904, 0.95), rates=(0.01, 0.02, 0.05, 0.1),
+        knee=gated if knee else None, recovery_against="against the guide model",
+        forward_knee=forward if knee else None, base_accuracy=0.25, rl_accuracy=1.0,
     )  # fmt: skip
     assert Headline.from_dict(json.loads(json.dumps(numbers.to_dict()))) == numbers
     text = numbers.format()
-    assert "96.8% of tokens have js < 0.001, 3.23% have js > 0.1" in text
-    assert "Gini 0.958 of ce_base_rl" in text and "0.741 [0.511, 0.904]" in text
+    # Each statistic names the population it was computed on.
+    assert (
+        "sparsity (core paper, on rl trajectories: 24 responses, 2,100 tokens): 96.8% of tokens "
+        "have js < 0.001, 3.23% have js > 0.1"
+    ) in text
+    assert "(takeover paper, on base rollouts: 24 responses, 2,141 tokens): Gini 0.958" in text
+    assert "failure AUROC (takeover paper, the same base rollouts" in text
+    assert "0.741 [0.511, 0.904]" in text
+    assert "gated takeover over calibration rates 0.01, 0.02, 0.05, 0.1: " in text
     if knee:
-        assert "knee at budget 2: recovery 0.94 [0.85, 1.00]" in text
-        assert "2.21% of each response's tokens switched on average" in text
-        assert "(base 25.0%, rl 100.0%)" in text
+        assert (
+            "knee at r = 0.05: recovery 1.01 [1.00, 1.03] of the gain against the guide model, "
+            in text
+        )
+        assert "3.17% of each response's tokens switched on average (base 25.0%, rl 100.0%)" in text
+        assert "switch budgets: knee at budget 2: recovery 0.94 [0.85, 1.00]" in text
     else:
-        assert "no knee" in text
+        assert text.count("no knee") == 2
 
 
 def test_fast_is_a_smaller_study_of_every_stage():

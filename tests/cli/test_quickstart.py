@@ -22,7 +22,13 @@ from divscope.lab_study import QuickstartConfig
 LAB = Path(__file__).parents[2] / "fixtures" / "lab"
 pytestmark = pytest.mark.e2e
 STAGES = 13
-HEADLINE = ("sparsity: ", "concentration: Gini ", "failure AUROC (", "forward cross-sampling: ")
+HEADLINE = (
+    "sparsity (core paper, on rl trajectories",
+    "concentration (takeover paper, on base rollouts",
+    "failure AUROC (takeover paper, ",
+    "gated takeover over calibration rates 0.01, 0.02, 0.05, 0.1: ",
+    "forward cross-sampling over switch budgets: ",
+)
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +66,7 @@ def test_progress_per_stage_and_the_headline_are_printed(runs):
     for line in HEADLINE:
         assert line in first.stdout
     assert "knee at budget " in first.stdout  # forward's curve has a knee on the lab
+    assert "knee at r = " in first.stdout  # and so has gated's over the calibration rates
     assert f"Open {out / 'report.html'} in a browser." in first.stdout
 
 
