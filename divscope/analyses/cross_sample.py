@@ -63,7 +63,7 @@ REFERENCE = "reference"
 SHARES: tuple[tuple[str, str], ...] = (
     ("switch", "n_switches"),
     ("effective", "n_effective"),
-    ("effective_independent", "n_effective_independent"),
+    ("effective_coupled", "n_effective_coupled"),
 )
 """Curve share columns (`<name>_share_pooled`, `<name>_share_mean`) and their count column."""
 
@@ -97,7 +97,7 @@ class _Outcomes:
             results,
             what=what,
             required=required,
-            optional=("n_effective_independent",),
+            optional=("n_effective_coupled",),
             controls=() if base_policy is None else (base_policy, rl_policy),
         )
         if self.settings.is_empty:
@@ -355,7 +355,7 @@ def cross_sampling_curve(
     Args:
         results: cross-sample results with `prompt_id`, `policy`, `budget`, `correct`,
             `n_tokens`, `n_switches`, `n_effective`, and optionally setting columns, `seed`,
-            `force_prefix`, `benchmark` and `n_effective_independent`.
+            `force_prefix`, `benchmark` and `n_effective_coupled`.
         reference: the upper bound: None for the matched `rl_policy` control; a policy label
             of `results` (its responses without a forced opening, matched like a control); or
             a third model's graded responses (`prompt_id`, `correct`, optionally `benchmark`;
@@ -384,7 +384,9 @@ def cross_sampling_curve(
         suffixed `_macro` (`accuracy_macro`, `accuracy_macro_low`, ...); then
         `switch_share_pooled` (Σ n_switches / Σ n_tokens), `switch_share_mean` (mean of
         per-response shares, ρ̄), `effective_share_pooled`, `effective_share_mean` (the same
-        for `n_effective`) and, when present, the same for `n_effective_independent`.
+        for `n_effective`: switches whose token differs from an independent draw of the
+        primary, the papers' count) and, when present, `effective_coupled_share_pooled`,
+        `effective_coupled_share_mean` (the same for `n_effective_coupled`).
 
     Raises:
         DivscopeError: no graded responses; controls present but none matching a setting's

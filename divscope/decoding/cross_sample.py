@@ -109,7 +109,8 @@ def cross_sample(
     --n responses per prompt of PROMPTS, with --base and --rl in lockstep. Each policy decides,
     token by token, whose token is emitted (forward: the RL token where JS > eps, up to each
     budget; stratum and map keys restrict or precompute where). Writes one row per response
-    (n_switches, n_effective, switch_positions, switch_js: the online JS at each switch, correct)
+    (n_switches, n_effective: switches whose token differs from an independent draw of the
+    primary, switch_positions, switch_js: the online JS at each switch, correct)
     and prints accuracy and recovery with 95% CIs per setting and budget. Same --seed, same
     responses (on a GPU: with the same --batch-size). Results are written in parts as they are
     done; --resume continues an interrupted run.
@@ -480,6 +481,7 @@ def _results_frame(
             "n_tokens": [len(d.response_ids) for d in decoded],
             "n_switches": [d.n_switches for d in decoded],
             "n_effective": [d.n_effective for d in decoded],
+            "n_effective_coupled": [d.n_effective_coupled for d in decoded],
             "switch_positions": pl.Series(
                 [d.switch_positions for d in decoded], dtype=pl.List(pl.Int32())
             ),
@@ -494,7 +496,6 @@ def _results_frame(
                 dtype=pl.List(pl.String()),
             ),
             "switch_js": pl.Series([d.switch_js for d in decoded], dtype=pl.List(pl.Float32())),
-            "n_effective_independent": [d.n_effective_independent for d in decoded],
             "delta_cosine": pl.Series(
                 [d.delta_cosine for d in decoded], dtype=pl.List(pl.Float32())
             ),

@@ -4,8 +4,10 @@ decoder").
 At every step a policy proposes the token its primary model draws, and optionally the token an
 intervening model would emit and whether it wants to switch to it. The decoder applies the
 budget and the bookkeeping (`n_switches`, `n_effective`, `switch_positions`), so every policy
-is only its gate. All draws use the step's coupled uniform (`randomness`), so the primary's
-and the intervener's draws are comparable: a switch is *effective* when they differ.
+is only its gate. All draws use the step's coupled uniform (`randomness`); a switch is
+*effective* when the emitted token differs from an independent draw of the primary
+(`StepView.independent`: `n_effective`, the papers' count), *coupled-effective* when it
+differs from the primary's coupled draw (`n_effective_coupled`).
 
 >>> build_policy("forward", eps=0.05)
 Forward(eps=0.05)
@@ -57,6 +59,7 @@ class StepView:
         u_switch: Tensor,
         sampling: StatsConfig,
         step: int = 0,
+        u_primary: Tensor | None = None,
     ) -> None:
         """
         Args:
@@ -65,10 +68,13 @@ class StepView:
             u_switch: `[B]` float64 uniforms of the `random` policy's coin.
             sampling: temperature, top-p and window of the sampled distributions and of `js`.
             step: the decoding step t (the response position of the token drawn).
+            u_primary: `[B]` float64 uniforms of the primary's independent draw
+                (`Stream.PRIMARY`; `independent`); None: `u` (no independent draw).
         """
         self.logits = logits
         self.u = u
         self.u_switch = u_switch
+        self.u_primary = u if u_primary is None else u_primary
         self.sampling = sampling
         self.step = step
         self._truncated: dict[tuple[str, StatsConfig], Truncated] = {}
@@ -94,6 +100,11 @@ class StepView:
     def draw(self, model: str, config: StatsConfig | None = None) -> Tensor:
         """`[B]` the token `model` samples with this step's uniform."""
         return inverse_cdf(self.truncated(model, config), self.u)
+
+    def independent(self, model: str, config: StatsConfig | None = None) -> Tensor:
+        """`[B]` the token `model` samples with this step's independent uniform (`u_primary`):
+        the draw that effective switches are counted against (`n_effective`)."""
+        return inverse_cdf(self.truncated(model, config), self.u_primary)
 
     @cached_property
     def js(self) -> Tensor:
@@ -160,7 +171,7 @@ class Policy:
         """The distribution the primary model samples from (its `Proposal.primary` is the
         inverse-CDF draw of the step's uniform from it): by default the run's (`view.sampling`).
         The decoder draws the primary independently from the same distribution to count
-        `n_effective_independent`."""
+        `n_effective` (`StepView.independent`)."""
         return view.sampling
 
     def params(self) -> dict[str, Any]:

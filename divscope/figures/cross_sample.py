@@ -366,8 +366,9 @@ def threshold_sensitivity(results: Frame, ax: Sequence[Axes] | None = None) -> F
     """The core paper's threshold sweep: effective/total switches and accuracy against ε.
 
     Panel (a) draws, per setting other than ε (policy, budget, ...), the share of switches that
-    change the token: solid under the coupled draw (`n_effective`, the primary's draw from the
-    step's shared uniform), dashed under an independent draw (`n_effective_independent`).
+    change the token: solid against an independent draw of the primary (`n_effective`, the
+    papers' count), dashed against its coupled draw from the step's shared uniform
+    (`n_effective_coupled`, where present).
     Panel (b) draws accuracy (mean@n). A log ε axis when the thresholds span more than a
     decade.
 
@@ -411,14 +412,14 @@ def threshold_sensitivity(results: Frame, ax: Sequence[Axes] | None = None) -> F
         label = policy if first["budget"] == UNLIMITED else f"{policy} (budget {first['budget']})"
         eps = rows["eps"].to_numpy()
         ratios.plot(eps, rows["effective_ratio"], marker="o", color=color, label=label)
-        if rows["effective_independent_ratio"].null_count() < rows.height:
+        if rows["effective_coupled_ratio"].null_count() < rows.height:
             ratios.plot(
                 eps,
-                rows["effective_independent_ratio"],
+                rows["effective_coupled_ratio"],
                 marker="s",
                 color=color,
                 linestyle="--",
-                label=f"_{label}, independent",
+                label=f"_{label}, coupled",
             )
         accuracy.plot(eps, rows["accuracy"], marker="o", color=color)
     thresholds = table["eps"].to_numpy()
@@ -435,8 +436,8 @@ def threshold_sensitivity(results: Frame, ax: Sequence[Axes] | None = None) -> F
     ratios.set_ylabel("effective / total switches (%)")
     accuracy.set_ylabel("accuracy (mean@n, %)")
     draws = [
-        Line2D([], [], color=BLACK, marker="o", label="coupled draw"),
-        Line2D([], [], color=BLACK, marker="s", linestyle="--", label="independent draw"),
+        Line2D([], [], color=BLACK, marker="o", label="independent draw"),
+        Line2D([], [], color=BLACK, marker="s", linestyle="--", label="coupled draw"),
     ]
     handles = [*ratios.get_legend_handles_labels()[0], *draws]
     if ax is None:
