@@ -19,7 +19,7 @@ import polars as pl
 from divscope.decoding.inputs import Loaded, load, note_length_cap
 from divscope.decoding.lockstep import DecodeConfig, Decoded, decoding_models
 from divscope.decoding.maps import DivergenceMap
-from divscope.decoding.policies import Base, Early, Forward, Policy, Reverse
+from divscope.decoding.policies import Base, Early, Forward, Policy, RandomEffective, Reverse
 from divscope.decoding.request import Request
 from divscope.decoding.settings import Policies, parse_budgets, parse_names
 from divscope.defaults import BUDGETS, GRADE_TIMEOUT, SAMPLES
@@ -403,7 +403,9 @@ def _decode(
 ) -> list[Decoded]:
     """Decode `requests` under `policy`. `early` with a share first decodes the same requests
     under `Base()` (same requests, same batches: exactly the base control's tokens), and gives
-    each request the budget `Early.budget_for` that base response's length."""
+    each request the budget `Early.budget_for` that base response's length. `random-effective`
+    first decodes them under `Forward(eps)` (exactly forward's responses at the same budget),
+    and gives each request forward's `n_effective` as its `switches`."""
     from divscope.decoding.lockstep import decode
 
     def run(requests: list[Request], policy: Policy, config: DecodeConfig) -> list[Decoded]:
@@ -417,6 +419,11 @@ def _decode(
         requests = [
             replace(r, budget=policy.budget_for(len(d.response_ids)))
             for r, d in zip(requests, base, strict=True)
+        ]
+    if isinstance(policy, RandomEffective):
+        forward = run(requests, Forward(eps=policy.eps), replace(config, delta_alignment=False))
+        requests = [
+            replace(r, switches=d.n_effective) for r, d in zip(requests, forward, strict=True)
         ]
     return run(requests, policy, config)
 

@@ -396,6 +396,47 @@ class RandomPositions(Policy):
 
 
 @dataclass(frozen=True)
+class RandomEffective(Policy):
+    """Primary base, intervener RL: the substitution-matched random baseline. It switches only
+    where the RL model's draw differs from an independent draw of the base model
+    (`StepView.independent`, the draw `n_effective` counts against), so every switch is
+    effective and none is an identity swap, and as many times as `forward` at `eps` makes
+    effective switches in the same (prompt, sample) and budget (the request's `switches`).
+
+    It takes the first steps where the two draws differ, whatever the divergence: where they
+    differ depends on the step's independent uniform, not on a threshold. A plan spreading
+    the switches at random over the response fell short of forward's count by two or more in
+    1 response of 6 on the lab (a step where a substitution is possible is rare there, and a
+    late plan finds none left), so the count is matched first; the switches fall short only
+    when the whole response has fewer such steps."""
+
+    name: ClassVar[str] = "random-effective"
+    budgeted: ClassVar[bool] = True
+    eps: float
+    """The JS threshold of the `forward` setting (online, every divergent position) whose
+    effective count per response is matched."""
+
+    def init_state(
+        self, u_response: Tensor, requests: Sequence[Request], steps: int
+    ) -> dict[str, Tensor]:
+        missing = [r for r in requests if r.switches is None]
+        if missing:
+            raise DivscopeError(
+                f"policy {self.name!r}: prompt_id={missing[0].prompt_id!r}, sample_id="
+                f"{missing[0].sample_id} has no matched switch count; run it with `divscope "
+                "cross-sample` beside forward, which decodes forward first."
+            )
+        return {"owed": torch.tensor([r.switches for r in requests], dtype=torch.int64)}
+
+    def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
+        primary, intervener = view.draw("base"), view.draw("rl")
+        owed = state["owed"].to(view.u.device)
+        want = (owed > 0) & (intervener != view.independent("base", self.primary_config(view)))
+        state["owed"] = owed - want.to(owed.dtype)
+        return Proposal(primary, intervener, want)
+
+
+@dataclass(frozen=True)
 class Early(Policy):
     """Primary base, intervener RL at every step: the RL model writes the first `budget`
     tokens, then the base model (the early-only injection baseline). With `share` ρ, each
@@ -556,8 +597,8 @@ class Rast(Policy):
 
 POLICIES: dict[str, type[Policy]] = {
     cls.name: cls
-    for cls in (Base, RL, Forward, Reverse, RandomPositions, Early, RLReplace, BaseGreedy,
-                Gated, EntropyGated, Mixture, Rast)
+    for cls in (Base, RL, Forward, Reverse, RandomPositions, RandomEffective, Early, RLReplace,
+                BaseGreedy, Gated, EntropyGated, Mixture, Rast)
 }  # fmt: skip
 
 

@@ -30,6 +30,9 @@ OWN_SAMPLING: tuple[str, ...] = ("rl-replace", "base-greedy")
 controls at it."""
 INTERVENTIONS: tuple[str, ...] = ("forward", "reverse")
 """The policies that `--eps`, `--stratify` and `--map` multiply into settings."""
+MATCHED_TO_FORWARD: tuple[str, ...] = ("random-effective",)
+"""Policies matched to a `forward` setting of the same run (its `eps`, online, every
+divergent position): `--eps` multiplies them too, and `build` refuses them without it."""
 MAPS: tuple[str, ...] = ("online", "retrospective")
 """Where `forward` and `reverse` find divergence (`--map`)."""
 
@@ -346,6 +349,7 @@ class Policies:
         repeated = [p for i, p in enumerate(policies) if p in policies[:i]]
         if repeated:
             raise DivscopeError(f"--policy {text!r}: {repeated[0]!r} appears twice.")
+        _check_matched(policies, text)
         return policies
 
     def _build(
@@ -391,6 +395,11 @@ class Policies:
                     given.setdefault("match_tol", self.match_tol)
                 found.append(build_policy(name, **given))
             return found
+        if name in MATCHED_TO_FORWARD:
+            return [
+                build_policy(name, **given)
+                for given in _product({"eps": self.eps or (None,)} | values)
+            ]
         found = []
         for given in _product(values):
             params: dict[str, Any] = {"rate": self.rate, "alpha": self.alpha,
@@ -467,6 +476,21 @@ def _gate(
         note(f"{replaced} (--override-calibration).")
         values[key] = value
     return values
+
+
+def _check_matched(policies: Sequence[Policy], text: str) -> None:
+    """Refuse a policy of `MATCHED_TO_FORWARD` whose `forward` setting (its eps, online, every
+    divergent position) is not among `policies`."""
+    for policy in policies:
+        if policy.name not in MATCHED_TO_FORWARD:
+            continue
+        eps = policy.params()["eps"]
+        if build_policy("forward", eps=eps) not in policies:
+            raise DivscopeError(
+                f"--policy {text!r}: {policy.name} matches the effective switches of forward at "
+                f"eps {eps:g} (online, every divergent position), which this run lacks; add "
+                f"forward:eps={eps:g} to --policy (with --stratify none and --map online)."
+            )
 
 
 def _sampling(policy: Policy, run: tuple[float, float]) -> tuple[float, float]:

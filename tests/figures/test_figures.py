@@ -261,8 +261,8 @@ def test_threshold_sensitivity_draws_both_draws(results):
     table = analyses.threshold_sensitivity(results).filter(policy="gated").sort("eps")
     lines = {line.get_label(): line for line in figure.axes[0].lines}
     assert list(lines["gated"].get_ydata()) == pytest.approx(table["effective_ratio"].to_list())
-    assert list(lines["_gated, independent"].get_ydata()) == pytest.approx(
-        table["effective_independent_ratio"].to_list()
+    assert list(lines["_gated, coupled"].get_ydata()) == pytest.approx(
+        table["effective_coupled_ratio"].to_list()
     )
     with pytest.raises(DivscopeError, match="no policy was run at several eps"):
         figures.threshold_sensitivity(results.filter(pl.col("eps").is_null()))
