@@ -520,9 +520,8 @@ class _Batch:
     def _step(self, t: int) -> None:
         rows, config, policy = self.rows, self.config, self.policy
         u, u_switch = self.u[:, t], self.u_switch[:, t]
-        view = StepView(
-            self.stepper.logits, u, u_switch, config.sampling, step=t, u_primary=self.u_primary[:, t]
-        )
+        u_primary = self.u_primary[:, t]
+        view = StepView(self.stepper.logits, u, u_switch, config.sampling, t, u_primary)
         view.truncate_together(policy.drawn)
         proposal = policy.propose(view, self.state)
         token = proposal.primary

@@ -50,7 +50,6 @@ class Stream(IntEnum):
     where `random-effective` switches only where the intervener's draw differs from it."""
 
 
-
 def _mix(z: np.ndarray) -> np.ndarray:
     """SplitMix64 finalizer on uint64 arrays (wrapping arithmetic)."""
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)

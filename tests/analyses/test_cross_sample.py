@@ -90,9 +90,7 @@ def test_cross_sampling_curve_reports_coupled_effective_shares():
     )
     forward = cross_sampling_curve(frame, n_boot=10).filter(policy="forward").row(0, named=True)
     assert forward["effective_coupled_share_pooled"] == pytest.approx(4 / 100)
-    assert forward["effective_coupled_share_mean"] == pytest.approx(
-        (0.1 + 1 / 30 + 0 + 0.05) / 4
-    )
+    assert forward["effective_coupled_share_mean"] == pytest.approx((0.1 + 1 / 30 + 0 + 0.05) / 4)
 
 
 def settings_results() -> pl.DataFrame:
