@@ -299,10 +299,20 @@ class _Outcomes:
     def difference(
         self, a: Setting, b: Setting, *, average: Literal["prompts", "benchmarks"]
     ) -> tuple[Interval | None, int]:
-        """P(a) − P(b) on the prompts both share, and how many they share."""
+        """P(a) − P(b) on the prompts both share, and how many they share; refused for two
+        settings sampled differently (`temperature` or `top_p`)."""
         if average not in ("prompts", "benchmarks"):
             raise DivscopeError(
                 f"{self.what}: average must be prompts or benchmarks, got {average!r}."
+            )
+        samplings = [{c: s[c] for c in ("temperature", "top_p") if c in s.names} for s in (a, b)]
+        if samplings[0] != samplings[1]:
+            first, second = (sampling_label(s) for s in samplings)
+            raise DivscopeError(
+                f"{self.what}: {a.describe()} was sampled at {first} and {b.describe()} at "
+                f"{second}; a difference compares two settings sampled alike. Run both at one "
+                "sampling (divscope cross-sample runs mixture beside rl-replace at its sampling, "
+                "and the controls at every sampling of the run)."
             )
         values = [self.values(self.settings.rows(s), self.k, s.describe()) for s in (a, b)]
         shared = ~np.isnan(values[0]) & ~np.isnan(values[1])

@@ -566,6 +566,25 @@ class Mixture(Policy):
     name: ClassVar[str] = "mixture"
     alpha: float
     """Probability that a response is the RL model's."""
+    temperature: float | None = None
+    """Sampling temperature of both models; None: the run's (beside `rl-replace`, the
+    run samples it at rl-replace's: `settings.Policies.build`)."""
+    top_p: float | None = None
+    """Sampling top-p of both models; None: the run's."""
+
+    def params(self) -> dict[str, Any]:
+        """alpha, and the sampling where this policy sets its own."""
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    def primary_config(self, view: StepView) -> StatsConfig:
+        """The run's sampling (`view.sampling`) with this policy's temperature and top-p where
+        given; the RL model samples at the same."""
+        run = view.sampling
+        return StatsConfig(
+            top_p=run.top_p if self.top_p is None else self.top_p,
+            temperature=run.temperature if self.temperature is None else self.temperature,
+            window=run.window,
+        )
 
     def init_state(
         self, u_response: Tensor, requests: Sequence[Request], steps: int
@@ -573,7 +592,9 @@ class Mixture(Policy):
         return {"rl": u_response < self.alpha}
 
     def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
-        return Proposal(view.draw("base"), view.draw("rl"), state["rl"].to(view.u.device))
+        config = self.primary_config(view)
+        rl = state["rl"].to(view.u.device)
+        return Proposal(view.draw("base", config), view.draw("rl", config), rl)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from itertools import product
 from typing import Annotated, Any
 
@@ -213,7 +213,8 @@ class Policies:
     Controls are added by `build`, so the Python API and the command line run the same
     policies: a listed `base` or `rl` without keys runs at the run's sampling and again at
     every other sampling of the run's policies; `rl-replace` and `base-greedy` bring both
-    controls at their own sampling, listed or not.
+    controls at their own sampling, listed or not. `mixture` beside `rl-replace` samples at
+    rl-replace's sampling (`SAMPLED_LIKE_REPLACE`), unless its spec sets its own.
 
     >>> Policies("base,forward:eps=0.01/0.05").build(StatsConfig())
     [Base(), Forward(eps=0.01), Forward(eps=0.05)]
@@ -335,6 +336,7 @@ class Policies:
                 built.append((build_policy(name), True))
                 continue
             built += [(p, False) for p in self._build(name, keys, strata, maps, sampling)]
+        built = _beside_replace(built)
         samplings = [sampling] + [_sampling(p, sampling) for p, every in built if not every]
         policies: list[Policy] = []
         for policy, every in built:
@@ -476,6 +478,28 @@ def _gate(
         note(f"{replaced} (--override-calibration).")
         values[key] = value
     return values
+
+
+SAMPLED_LIKE_REPLACE: tuple[str, ...] = ("mixture",)
+"""Policies that, run beside `rl-replace` without a sampling of their own, sample at
+rl-replace's (once per sampling of it), so that they compare with it."""
+
+
+def _beside_replace(built: list[tuple[Policy, bool]]) -> list[tuple[Policy, bool]]:
+    """`built` with each policy of `SAMPLED_LIKE_REPLACE` that has no sampling of its own run
+    at every sampling of the `rl-replace` policies of `built` (as it is without them)."""
+    replaces = [p for p, _ in built if p.name == "rl-replace"]
+    if not replaces:
+        return built
+    at = dict.fromkeys((p.temperature, p.top_p) for p in replaces)  # type: ignore[attr-defined]
+    out: list[tuple[Policy, bool]] = []
+    for policy, every in built:
+        own = {"temperature", "top_p"} & set(policy.params())
+        if policy.name not in SAMPLED_LIKE_REPLACE or own:
+            out.append((policy, every))
+            continue
+        out += [(replace(policy, temperature=t, top_p=p), every) for t, p in at]
+    return out
 
 
 def _check_matched(policies: Sequence[Policy], text: str) -> None:
