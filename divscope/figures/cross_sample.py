@@ -38,7 +38,7 @@ from divscope.figures.style import (
 from divscope.schema import SETTING_COLUMNS
 
 DEFAULT_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("forward: base samples, RL intervenes", ("forward", "random")),
+    ("forward: base samples, RL intervenes", ("forward", "random", "random-effective")),
     ("reverse: RL samples, base intervenes", ("reverse",)),
 )
 """Panels of `cross_sampling_curves`: title and the policies drawn in it."""
@@ -46,12 +46,16 @@ POLICY_COLORS = {
     "forward": GREEN,
     "reverse": PURPLE,
     "random": GREY,
+    "random-effective": BLACK,
     "rl-replace": ORANGE,
     "gated": SKY_BLUE,
     "rast": YELLOW,
     "base": BASE_COLOR,
 }
 UNLIMITED = -1
+RANDOM_CONTROLS = {"random": ":", "random-effective": "-."}
+"""The random baselines beside forward and their line styles: `random` (random positions at
+a per-step rate) and `random-effective` (as many effective switches as forward)."""
 BANDS = "shaded: 95% problem-bootstrap intervals"
 SETTING_MARKERS = ("o", "s", "^", "D", "v", "P")
 """Markers of a policy's successive settings (its lines share the policy's colour)."""
@@ -59,6 +63,26 @@ SETTING_MARKERS = ("o", "s", "^", "D", "v", "P")
 
 def _budget_label(budget: int) -> str:
     return "∞" if budget == UNLIMITED else str(budget)
+
+
+def _effective_note(cells: pl.DataFrame, policies: Sequence[str]) -> str:
+    """`effective at the largest budget: forward 1.68%, random 0.07%, ...`: per drawn setting
+    its effective share (switches whose token differs from an independent draw of the
+    primary, pooled over tokens) at its largest budget."""
+    parts = []
+    for policy in policies:
+        rows = cells.filter(pl.col("policy") == policy)
+        for row in (
+            rows.sort(pl.col("budget").replace(UNLIMITED, np.iinfo(np.int32).max))
+            .group_by("setting", maintain_order=True)
+            .last()
+            .iter_rows(named=True)
+        ):
+            name = f"{policy} ({row['setting']})" if row["setting"] else policy
+            share = row["effective_share_pooled"]
+            text = "-" if share is None else f"{100 * share:.2f}%"
+            parts.append(f"{name} {text} at {_budget_label(row['budget'])}")
+    return "effective switches, % of tokens:\n" + "\n".join(parts)
 
 
 def _shade(color: str, index: int, count: int) -> tuple[float, float, float]:
@@ -242,9 +266,14 @@ def cross_sampling_curves(
                     rows[measure],
                     marker=SETTING_MARKERS[index % len(SETTING_MARKERS)],
                     color=color,
-                    linestyle=":" if policy == "random" else "-",
+                    linestyle=RANDOM_CONTROLS.get(policy, "-"),
                     label=f"{policy} ({setting})" if setting else policy,
                 )
+        if RANDOM_CONTROLS.keys() & set(policies) and "effective_share_pooled" in cells.columns:
+            panel.text(
+                0.02, 0.98, _effective_note(cells, policies), transform=panel.transAxes,
+                va="top", fontsize="x-small",
+            )  # fmt: skip
         panel.set_xticks(range(len(budgets)), [_budget_label(b) for b in budgets])
         panel.set_xlabel("intervention budget (max. switched tokens)")
         panel_title(panel, letter, title)

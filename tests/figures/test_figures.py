@@ -338,3 +338,19 @@ def test_delta_alignment_without_cosines_says_how_to_record_them(results):
         figures.delta_alignment(
             results.with_columns(pl.lit(None, dtype=pl.List(pl.Float32())).alias("delta_cosine"))
         )
+
+
+def test_cross_sampling_curves_say_the_effective_share_of_forward_and_the_random_controls(
+    results,
+):
+    both = pl.concat(
+        [results, results.filter(policy="random").with_columns(policy=pl.lit("random-effective"))]
+    )
+    figure = figures.cross_sampling_curves(both, n_boot=20)
+    (note,) = [t.get_text() for t in figure.axes[0].texts if "effective" in t.get_text()]
+    curve = analyses.cross_sampling_curve(both, n_boot=20).filter(budget=-1)
+    for policy in ("forward", "random", "random-effective"):
+        share = curve.filter(policy=policy)["effective_share_pooled"][0]
+        assert f"\n{policy} {100 * share:.2f}% at ∞" in note
+    styles = {line.get_label(): line.get_linestyle() for line in figure.axes[0].lines}
+    assert (styles["random"], styles["random-effective"]) == (":", "-.")
