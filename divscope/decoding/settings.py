@@ -227,14 +227,15 @@ class Policies:
         tuple[str | Policy, ...], Flag("--policy", parse=parse_specs, metavar="SPEC[,SPEC...]")
     ]
     """Comma-separated policy specs: `NAME[:KEY=VALUE[/VALUE...][,KEY=VALUE...]]`, names of
-    base, rl, forward, reverse, random, early, rl-replace, base-greedy, gated, entropy,
-    mixture, rast (e.g. base,rl,forward:eps=0.05 for recovery; forward:eps=0.01/0.05 sweeps
-    eps; docs/contracts.md, "Policies of the lockstep decoder"). rl-replace and base-greedy
-    add base and rl controls at their own sampling; a listed base or rl runs at every sampling
-    of the run."""
+    base, rl, forward, reverse, random, random-effective, early, rl-replace, base-greedy,
+    gated, entropy, mixture, rast (e.g. base,rl,forward:eps=0.05 for recovery;
+    forward:eps=0.01/0.05 sweeps eps; docs/contracts.md, "Policies of the lockstep decoder").
+    rl-replace and base-greedy add base and rl controls at their own sampling (and mixture
+    beside them samples at it); a listed base or rl runs at every sampling of the run;
+    random-effective needs forward at its eps."""
     eps: Annotated[tuple[float, ...] | None, Flag(parse=parse_eps, metavar="EPS[,EPS...]")] = None
     """forward/reverse: switch where JS > eps (nats); a comma-separated list runs them once
-    per eps (e.g. 0.01,0.05,0.1)."""
+    per eps (e.g. 0.01,0.05,0.1); random-effective: the forward it matches."""
     stratify: Annotated[str, Flag(metavar="STRATUM[,STRATUM...]")] = STRATIFY
     """forward/reverse: switch only at one class of divergent positions, once per stratum, at
     the same budgets: none (every one), rerank (the intervener's top-1 is within the
