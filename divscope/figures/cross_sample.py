@@ -65,24 +65,12 @@ def _budget_label(budget: int) -> str:
     return "∞" if budget == UNLIMITED else str(budget)
 
 
-def _effective_note(cells: pl.DataFrame, policies: Sequence[str]) -> str:
-    """`effective at the largest budget: forward 1.68%, random 0.07%, ...`: per drawn setting
-    its effective share (switches whose token differs from an independent draw of the
-    primary, pooled over tokens) at its largest budget."""
-    parts = []
-    for policy in policies:
-        rows = cells.filter(pl.col("policy") == policy)
-        for row in (
-            rows.sort(pl.col("budget").replace(UNLIMITED, np.iinfo(np.int32).max))
-            .group_by("setting", maintain_order=True)
-            .last()
-            .iter_rows(named=True)
-        ):
-            name = f"{policy} ({row['setting']})" if row["setting"] else policy
-            share = row["effective_share_pooled"]
-            text = "-" if share is None else f"{100 * share:.2f}%"
-            parts.append(f"{name} {text} at {_budget_label(row['budget'])}")
-    return "effective switches, % of tokens:\n" + "\n".join(parts)
+def _effective_text(rows: pl.DataFrame, label: str) -> str:
+    """`random 0.07% at ∞`: a line's effective share (switches whose token differs from an
+    independent draw of the primary, pooled over tokens) at its last (largest) budget."""
+    share, budget = rows["effective_share_pooled"][-1], rows["budget"][-1]
+    text = "-" if share is None else f"{100 * share:.2f}%"
+    return f"{label} {text} at {_budget_label(budget)}"
 
 
 def _shade(color: str, index: int, count: int) -> tuple[float, float, float]:
@@ -250,6 +238,7 @@ def cross_sampling_curves(
         budgets = sorted(set(cells["budget"]), key=lambda b: (b == UNLIMITED, b))
         where = {b: i for i, b in enumerate(budgets)}
         _control_lines(panel, curve, cells, controls, measure)
+        shares: list[str] = []  # each line's effective share at its largest budget
         for policy in policies:
             lines = cells.filter(pl.col("policy") == policy).partition_by(
                 settings or "policy", maintain_order=True
@@ -269,10 +258,12 @@ def cross_sampling_curves(
                     linestyle=RANDOM_CONTROLS.get(policy, "-"),
                     label=f"{policy} ({setting})" if setting else policy,
                 )
-        if RANDOM_CONTROLS.keys() & set(policies) and "effective_share_pooled" in cells.columns:
+                if "effective_share_pooled" in rows.columns:
+                    shares.append(_effective_text(rows, panel.lines[-1].get_label()))
+        if RANDOM_CONTROLS.keys() & set(policies) and shares:
             panel.text(
-                0.02, 0.98, _effective_note(cells, policies), transform=panel.transAxes,
-                va="top", fontsize="x-small",
+                0.02, 0.98, "effective switches, % of tokens:\n" + "\n".join(shares),
+                transform=panel.transAxes, va="top", fontsize="x-small",
             )  # fmt: skip
         panel.set_xticks(range(len(budgets)), [_budget_label(b) for b in budgets])
         panel.set_xlabel("intervention budget (max. switched tokens)")
