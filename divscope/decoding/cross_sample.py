@@ -289,6 +289,8 @@ def cross_sample(
         )
         rows = n * sum(costs[u] for u in todo)
         shared: dict[tuple[str, str | None, int], list[Decoded]] = {}  # see `_shared_key`
+        # forward's n_effective per (eps, budget, prefix, chunk), for random-effective
+        effective: dict[tuple[float, int, str | None, int], list[int]] = {}
         with Progress(
             rows, desc=f"cross-sampling{share_note(world)}", unit="seq", enabled=progress
         ) as bar:
@@ -309,7 +311,12 @@ def cross_sample(
                 key = _shared_key(policy, budget, prefix, unit % len(chunks))
                 decoded = shared.get(key) if key is not None else None
                 if decoded is None:
-                    decoded = _decode(loaded, requests, policy, config)
+                    matched = (policy.params().get("eps"), budget, prefix, unit % len(chunks))
+                    decoded = _decode(
+                        loaded, requests, policy, config, switches=effective.get(matched)
+                    )
+                    if policy == Forward(eps=policy.params().get("eps")):
+                        effective[matched] = [d.n_effective for d in decoded]
                     decoded = [_opened(d, opening) for d in decoded]
                     if key is not None:
                         shared[key] = decoded
@@ -399,13 +406,19 @@ def _forced(
 
 
 def _decode(
-    loaded: Loaded, requests: list[Request], policy: Policy, config: DecodeConfig
+    loaded: Loaded,
+    requests: list[Request],
+    policy: Policy,
+    config: DecodeConfig,
+    *,
+    switches: Sequence[int] | None = None,
 ) -> list[Decoded]:
     """Decode `requests` under `policy`. `early` with a share first decodes the same requests
     under `Base()` (same requests, same batches: exactly the base control's tokens), and gives
     each request the budget `Early.budget_for` that base response's length. `random-effective`
-    first decodes them under `Forward(eps)` (exactly forward's responses at the same budget),
-    and gives each request forward's `n_effective` as its `switches`."""
+    gives each request forward's `n_effective` as its `switches`: `switches` when the run has
+    decoded forward's unit already, else from decoding the requests under `Forward(eps)` first
+    (same requests, same batches: exactly forward's responses at the same budget)."""
     from divscope.decoding.lockstep import decode
 
     def run(requests: list[Request], policy: Policy, config: DecodeConfig) -> list[Decoded]:
@@ -421,10 +434,10 @@ def _decode(
             for r, d in zip(requests, base, strict=True)
         ]
     if isinstance(policy, RandomEffective):
-        forward = run(requests, Forward(eps=policy.eps), replace(config, delta_alignment=False))
-        requests = [
-            replace(r, switches=d.n_effective) for r, d in zip(requests, forward, strict=True)
-        ]
+        if switches is None:
+            forward = run(requests, Forward(eps=policy.eps), replace(config, delta_alignment=False))
+            switches = [d.n_effective for d in forward]
+        requests = [replace(r, switches=k) for r, k in zip(requests, switches, strict=True)]
     return run(requests, policy, config)
 
 

@@ -64,6 +64,19 @@ def test_random_effective_matches_forwards_effective_count_on_the_lab_models(tmp
     assert ((matched["n_effective"] - matched["forward"]).abs() <= 1).all()
     assert matched["n_effective"].sum() > 0
     assert (matched["n_switches"] == matched["n_effective"]).all()
+    # Listed before forward, it decodes forward itself first: the same responses.
+    alone = cross_sample(
+        prompts, ModelPair(str(LAB / "base"), str(LAB / "rl")),
+        Policies("random-effective,forward", eps=(0.05,)), tmp_path / "first.parquet",
+        config, Grid(budgets=(2, -1), n=2), progress=False,
+    )  # fmt: skip
+    columns = [*key, "response_ids", "switch_positions"]
+    assert (
+        alone.filter(policy="random-effective")
+        .select(columns)
+        .sort(key)
+        .equals(results.filter(policy="random-effective").select(columns).sort(key))
+    )
 
     tokenizer = load_tokenizer(str(LAB / "base"))
     base = load_model(str(LAB / "base"), device="cpu")
