@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The other policies of the README's cross-sampling table on the lab (forward and reverse come from
-# bench/lab.sh): random and mixture at forward's switch share; rl-replace and its base-greedy
+# bench/lab.sh): random and mixture at forward's switch share (mixture at rl-replace's sampling,
+# beside it); random-effective at forward's effective count; rl-replace and its base-greedy
 # control, with their own base/rl controls at T 0.6 / top-p 0.95, and a forced opening " Let"
 # alone and followed by rl-replace; the early-only baseline (RL writes the first k tokens, or the
 # first 3.3% of each response); forward's threshold sweep; and the CE and entropy gates calibrated
@@ -21,6 +22,9 @@ done
 divscope cross-sample "$OUT/eval-128.jsonl" "${common[@]}" \
     --policy base,rl,random,rl-replace,base-greedy,mixture --rate 0.033 --alpha 0.033 --budgets -1 \
     --force-prefix " Let" --forced-policies base,rl-replace -o "$OUT/xs-other.parquet"
+divscope cross-sample "$OUT/eval-128.jsonl" "${common[@]}" \
+    --policy base,rl,forward,random-effective --eps 0.05 --budgets -1 \
+    -o "$OUT/xs-random-effective.parquet"
 divscope cross-sample "$OUT/eval-128.jsonl" "${common[@]}" \
     --policy base,rl,early --budgets 1,2,4 -o "$OUT/xs-early.parquet"
 divscope cross-sample "$OUT/eval-128.jsonl" "${common[@]}" \

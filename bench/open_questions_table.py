@@ -132,8 +132,8 @@ def eps_rows(out: Path) -> list[tuple[str, str, str]]:
         rows.append((
             f"3. threshold: forward, ε = {eps:g}",
             recovery_cells(points),
-            f"effective/total at b=∞: {unlimited['effective_independent_ratio']:.1%} "
-            f"(coupled {unlimited['effective_ratio']:.1%})",
+            f"effective/total at b=∞: {unlimited['effective_ratio']:.1%} "
+            f"(coupled {unlimited['effective_coupled_ratio']:.1%})",
         ))  # fmt: skip
     return rows
 

@@ -292,7 +292,7 @@ def cross_sample_text(report: CrossSampleReport) -> str:
         sections.append("Flips against the matched base control:\n" + _flips_text(report.flips))
     if report.threshold_sensitivity is not None:
         sections.append(
-            "Threshold sensitivity (effective: coupled draw / independent draw):\n"
+            "Threshold sensitivity (effective: independent draw / coupled draw):\n"
             + _sensitivity_text(report.threshold_sensitivity)
         )
     if report.map_agreement is not None:
@@ -375,9 +375,9 @@ def curve_text(curve: pl.DataFrame) -> str:
     several samplings (then the controls' rows, one per sampling, show which setting each
     matches); `budget`, `n` (responses), accuracy, pass@k and recovery with their 95%
     intervals (labelled pooled beside the per-benchmark averages, where present), the
-    per-benchmark averages, and the switched and effective
-    shares of generated tokens (pooled), effective under the coupled draw and, where present,
-    under an independent draw.
+    per-benchmark averages, and the switched and effective shares of generated tokens
+    (pooled), effective against an independent draw of the primary (the papers' count) and,
+    where present, against its coupled draw.
 
     >>> curve = pl.DataFrame({"policy": ["base", "forward"], "budget": [-1, 2],
     ...     "n_responses": [4, 4], "accuracy": [0.25, 0.75], "accuracy_low": [0.0, 0.5],
@@ -385,9 +385,9 @@ def curve_text(curve: pl.DataFrame) -> str:
     ...     "recovery_high": [0.0, 0.9], "switch_share_pooled": [0.0, 0.05],
     ...     "effective_share_pooled": [0.0, 0.02]})
     >>> print(curve_text(curve))
-    policy   budget  n  accuracy [95% CI]   recovery [95% CI]  switched  eff. coupled
-    base        inf  4   25.0% [0.0, 50.0]   0.00 [0.00, 0.00]     0.00%         0.00%
-    forward       2  4  75.0% [50.0, 100.0]  0.50 [0.20, 0.90]     5.00%         2.00%
+    policy   budget  n  accuracy [95% CI]   recovery [95% CI]  switched  effective
+    base        inf  4   25.0% [0.0, 50.0]   0.00 [0.00, 0.00]     0.00%      0.00%
+    forward       2  4  75.0% [50.0, 100.0]  0.50 [0.20, 0.90]     5.00%      2.00%
     """
     samplings = [c for c in ("temperature", "top_p") if c in curve.columns]
     several = (
@@ -407,9 +407,9 @@ def curve_text(curve: pl.DataFrame) -> str:
     header += [f"pass@k{pooled} [95% CI]"] if pass_k else []
     header += [f"recovery{pooled} [95% CI]"]
     header += ["acc. per benchmark", "recovery per benchmark"] if macro else []
-    header += ["switched", "eff. coupled"]
-    independent = "effective_independent_share_pooled" in curve.columns
-    header += ["eff. indep."] if independent else []
+    header += ["switched", "effective"]
+    coupled = "effective_coupled_share_pooled" in curve.columns
+    header += ["eff. coupled"] if coupled else []
     rows = []
     for row in curve.iter_rows(named=True):
         cells = [row["policy"], *([row["setting"] or "-"] if has_setting else [])]
@@ -431,7 +431,7 @@ def curve_text(curve: pl.DataFrame) -> str:
             share_text(row.get("switch_share_pooled")),
             share_text(row.get("effective_share_pooled")),
         ]
-        cells += [share_text(row.get("effective_independent_share_pooled"))] if independent else []
+        cells += [share_text(row.get("effective_coupled_share_pooled"))] if coupled else []
         rows.append(cells)
     left = 1 + has_setting + (1 if benchmark else 0)
     return _text_table(header, rows, left=left)
@@ -508,9 +508,9 @@ def _sensitivity_text(table: pl.DataFrame) -> str:
             + " / "
             + ("-" if row[b] is None else fmt(row[b]))
             for a, b, fmt in (
-                ("effective_per_response", "effective_independent_per_response", "{:.1f}".format),
-                ("effective_ratio", "effective_independent_ratio", lambda v: share_text(v, 1)),
-                ("effective_token_share", "effective_independent_token_share", share_text),
+                ("effective_per_response", "effective_coupled_per_response", "{:.1f}".format),
+                ("effective_ratio", "effective_coupled_ratio", lambda v: share_text(v, 1)),
+                ("effective_token_share", "effective_coupled_token_share", share_text),
             )
         ]
         rows.append(

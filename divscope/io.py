@@ -32,6 +32,7 @@ from divscope.output import (
     temporary,
     write_atomically,
 )
+from divscope.progress import note
 from divscope.schema import (
     CROSS_SAMPLE,
     TOKEN_TABLE,
@@ -442,6 +443,43 @@ def cross_sample_frame(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.select(*(pl.col(c).cast(t) for c, t in CROSS_SAMPLE.items()), *extra)
 
 
+LEGACY_EFFECTIVE = "n_effective_independent"
+"""The column that marks cross-sample results written before `n_effective` meant the count
+against an independent draw (`upgrade_effective`)."""
+
+
+def upgrade_effective(
+    results: pl.DataFrame | pl.LazyFrame, *, source: str = "cross-sample results"
+) -> tuple[pl.DataFrame | pl.LazyFrame, str | None]:
+    """Cross-sample results with the effective counts of this version, and a note when they
+    were renamed (None otherwise; the note is also printed on stderr).
+
+    Results written before this version counted `n_effective` against the primary's coupled
+    draw and the papers' count in `n_effective_independent`; they are read with
+    `n_effective` -> `n_effective_coupled` and `n_effective_independent` -> `n_effective`, so
+    that every unqualified `effective` is the count against an independent draw.
+
+    >>> old = pl.DataFrame({"n_effective": [1], "n_effective_independent": [2]})
+    >>> new, message = upgrade_effective(old)  # the note goes to stderr
+    >>> new.rows(named=True), upgrade_effective(new)[1]
+    ([{'n_effective_coupled': 1, 'n_effective': 2}], None)
+    """
+    names = results.collect_schema().names()
+    if LEGACY_EFFECTIVE not in names:
+        return results, None
+    renamed = {LEGACY_EFFECTIVE: "n_effective"}
+    if "n_effective" in names:
+        renamed["n_effective"] = "n_effective_coupled"
+    message = (
+        f"{source}: written before `n_effective` meant the switches whose token differs from "
+        "an independent draw of the primary model; read with their `n_effective_independent` "
+        "as `n_effective` (the papers' count) and their `n_effective` (then against the "
+        "primary's coupled draw) as `n_effective_coupled`."
+    )
+    note(message)
+    return results.rename(renamed), message
+
+
 def read_cross_sample(path: str | os.PathLike) -> pl.DataFrame:
     """Read cross-sample results (Parquet or JSONL), checking the contract columns.
 
@@ -458,7 +496,7 @@ def read_cross_sample(path: str | os.PathLike) -> pl.DataFrame:
     [('a', 'base', -1)]
     >>> tmp.cleanup()
     """
-    frame = read_table(path)
+    frame, _ = upgrade_effective(read_table(path), source=str(path))
     require_columns(frame.columns, CROSS_SAMPLE, source=str(path), what="cross-sample results")
     return frame.with_columns(pl.col(c).cast(t) for c, t in CROSS_SAMPLE.items())
 

@@ -128,7 +128,7 @@ def synthetic_results(n_prompts: int = 12, n_samples: int = 8, seed: int = 0) ->
                         "seed": 0,
                         "n_tokens": n_tokens,
                         "n_switches": switches,
-                        "n_effective": switches // 2,
+                        "n_effective_coupled": switches // 2,
                         "finished": True,
                         "correct": bool(rng.random() < accuracy - difficulty),
                     }
@@ -138,20 +138,21 @@ def synthetic_results(n_prompts: int = 12, n_samples: int = 8, seed: int = 0) ->
 
 def with_switches(results: pl.DataFrame, *, seed: int = 0) -> pl.DataFrame:
     """`results` with the switch columns of the contract, consistent with `n_switches` and
-    `n_effective`: token ids over `WORDS`, switch positions, the primary model's draw (different
-    from the emitted token at the first `n_effective` switches) and both tokens' text; an
-    independent draw differs at half of the other switches too; and a `delta_cosine` per token.
-    Its own generators leave the other columns as they were."""
+    `n_effective_coupled`: token ids over `WORDS`, switch positions, the primary model's coupled
+    draw (different from the emitted token at the first `n_effective_coupled` switches) and both
+    tokens' text; `n_effective`, an independent draw differing at those and at half of the
+    other switches; and a `delta_cosine` per token. Its own generators leave the other columns
+    as they were."""
     rng = np.random.default_rng([seed, 1])
     columns: dict[str, list] = {
         name: []
         for name in (
             "response_ids", "switch_positions", "switch_primary_ids", "switch_primary_tokens",
-            "switch_tokens", "n_effective_independent",
+            "switch_tokens", "n_effective",
         )
     }  # fmt: skip
     for n_tokens, switches, effective in results.select(
-        "n_tokens", "n_switches", "n_effective"
+        "n_tokens", "n_switches", "n_effective_coupled"
     ).iter_rows():
         ids = rng.integers(0, len(WORDS), n_tokens)
         positions = np.sort(rng.choice(n_tokens, switches, replace=False))
@@ -162,7 +163,7 @@ def with_switches(results: pl.DataFrame, *, seed: int = 0) -> pl.DataFrame:
         columns["switch_primary_ids"].append(primary.tolist())
         columns["switch_primary_tokens"].append([WORDS[i] for i in primary])
         columns["switch_tokens"].append([WORDS[i] for i in ids[positions]])
-        columns["n_effective_independent"].append(effective + (switches - effective) // 2)
+        columns["n_effective"].append(effective + (switches - effective) // 2)
     # A delta cosine per token (as `--delta-alignment` records), higher along RL-led policies,
     # from a generator of its own so that the columns above stay as they were.
     cosines = np.random.default_rng([seed, 2])

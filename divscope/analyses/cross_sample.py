@@ -63,7 +63,7 @@ REFERENCE = "reference"
 SHARES: tuple[tuple[str, str], ...] = (
     ("switch", "n_switches"),
     ("effective", "n_effective"),
-    ("effective_independent", "n_effective_independent"),
+    ("effective_coupled", "n_effective_coupled"),
 )
 """Curve share columns (`<name>_share_pooled`, `<name>_share_mean`) and their count column."""
 
@@ -97,7 +97,7 @@ class _Outcomes:
             results,
             what=what,
             required=required,
-            optional=("n_effective_independent",),
+            optional=("n_effective_coupled",),
             controls=() if base_policy is None else (base_policy, rl_policy),
         )
         if self.settings.is_empty:
@@ -299,10 +299,20 @@ class _Outcomes:
     def difference(
         self, a: Setting, b: Setting, *, average: Literal["prompts", "benchmarks"]
     ) -> tuple[Interval | None, int]:
-        """P(a) − P(b) on the prompts both share, and how many they share."""
+        """P(a) − P(b) on the prompts both share, and how many they share; refused for two
+        settings sampled differently (`temperature` or `top_p`)."""
         if average not in ("prompts", "benchmarks"):
             raise DivscopeError(
                 f"{self.what}: average must be prompts or benchmarks, got {average!r}."
+            )
+        samplings = [{c: s[c] for c in ("temperature", "top_p") if c in s.names} for s in (a, b)]
+        if samplings[0] != samplings[1]:
+            first, second = (sampling_label(s) for s in samplings)
+            raise DivscopeError(
+                f"{self.what}: {a.describe()} was sampled at {first} and {b.describe()} at "
+                f"{second}; a difference compares two settings sampled alike. Run both at one "
+                "sampling (divscope cross-sample runs mixture beside rl-replace at its sampling, "
+                "and the controls at every sampling of the run)."
             )
         values = [self.values(self.settings.rows(s), self.k, s.describe()) for s in (a, b)]
         shared = ~np.isnan(values[0]) & ~np.isnan(values[1])
@@ -355,7 +365,7 @@ def cross_sampling_curve(
     Args:
         results: cross-sample results with `prompt_id`, `policy`, `budget`, `correct`,
             `n_tokens`, `n_switches`, `n_effective`, and optionally setting columns, `seed`,
-            `force_prefix`, `benchmark` and `n_effective_independent`.
+            `force_prefix`, `benchmark` and `n_effective_coupled`.
         reference: the upper bound: None for the matched `rl_policy` control; a policy label
             of `results` (its responses without a forced opening, matched like a control); or
             a third model's graded responses (`prompt_id`, `correct`, optionally `benchmark`;
@@ -384,7 +394,9 @@ def cross_sampling_curve(
         suffixed `_macro` (`accuracy_macro`, `accuracy_macro_low`, ...); then
         `switch_share_pooled` (Σ n_switches / Σ n_tokens), `switch_share_mean` (mean of
         per-response shares, ρ̄), `effective_share_pooled`, `effective_share_mean` (the same
-        for `n_effective`) and, when present, the same for `n_effective_independent`.
+        for `n_effective`: switches whose token differs from an independent draw of the
+        primary, the papers' count) and, when present, `effective_coupled_share_pooled`,
+        `effective_coupled_share_mean` (the same for `n_effective_coupled`).
 
     Raises:
         DivscopeError: no graded responses; controls present but none matching a setting's

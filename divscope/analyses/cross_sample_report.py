@@ -37,6 +37,7 @@ from divscope.analyses.switches import (
     threshold_curves,
 )
 from divscope.errors import DivscopeError
+from divscope.io import upgrade_effective
 from divscope.params import Recovery
 from divscope.schema import SETTING_COLUMNS
 
@@ -84,7 +85,8 @@ class CrossSampleReport:
     delta_alignment: DeltaAlignment | None
     """`delta_alignment` of the responses decoded with `--delta-alignment`."""
     notes: tuple[str, ...]
-    """Why a part was skipped."""
+    """Why a part was skipped, and how results of an earlier version were read
+    (`divscope.io.upgrade_effective`)."""
 
 
 def cross_sample_report(
@@ -122,6 +124,7 @@ def cross_sample_report(
     >>> report.curve["accuracy"].to_list(), report.knee is None
     ([0.25, 0.75], True)
     """
+    results, legacy = upgrade_effective(results)
     names = checked_lazy(results, [], what="cross_sample_report").collect_schema().names()
     recovery_at, base_policy, rl_policy = (
         recovery.recovery_at,
@@ -135,7 +138,7 @@ def cross_sample_report(
     }
     controls = {"base_policy": base_policy, "rl_policy": rl_policy}
     common = {"reference": reference, "recovery_at": recovery_at, **controls, **bootstrap}
-    notes: list[str] = []
+    notes: list[str] = [] if legacy is None else [legacy]
     curve = cross_sampling_curve(results, **common)
     per_benchmark = None
     if "benchmark" in names:

@@ -5,9 +5,10 @@ switch position still diverges on the cross-sampled path (`map_agreement`).
 Input: cross-sample results (docs/contracts.md, "Cross-sample results"). At each switch position
 the results hold the token the primary model drew with the step's coupled uniform
 (`switch_primary_ids`, `switch_primary_tokens`) beside the emitted token (`switch_tokens`;
-its id is `response_ids[position]`). A switch is *effective* when the two differ
-(`n_effective`); `n_effective_independent` counts the switches whose emitted token differs from
-an independent draw of the primary model instead, as the core paper's Table 1 counts them.
+its id is `response_ids[position]`); `n_effective_coupled` counts the switches where the two
+differ. A switch is *effective* when its emitted token differs from an independent draw of the
+primary model (`n_effective`), as the core paper's Table 1 counts them; the independent draw is
+not kept per switch, so the token pairs (`switch_pairs`) are those of the coupled draw.
 """
 
 from __future__ import annotations
@@ -39,19 +40,19 @@ def threshold_sensitivity(results: Frame) -> pl.DataFrame:
 
     Args:
         results: cross-sample results with `prompt_id`, `policy`, `budget`, `eps`, `n_tokens`,
-            `n_switches`, `n_effective`, and optionally `n_effective_independent`, `correct`.
+            `n_switches`, `n_effective`, and optionally `n_effective_coupled`, `correct`.
 
     Returns:
         The setting columns (`policy`, `budget`, `eps`, ...), `n_responses`, `accuracy`
         (mean@n; null when ungraded), `switches` (Σ n_switches), `effective` (Σ n_effective,
-        the primary's coupled draw), `effective_independent` (Σ n_effective_independent, an
-        independent draw; null when absent), `effective_ratio` and
-        `effective_independent_ratio` (effective / switches), per-response means
-        `switches_per_response`, `effective_per_response`,
-        `effective_independent_per_response`, `tokens_per_response`, and
-        `effective_token_share`, `effective_independent_token_share` (effective per response
-        over the mean response length: the paper's "3.86% effective tokens = 38 effective of
-        75 events"). Sorted by policy, setting and eps.
+        against an independent draw of the primary: the papers' count), `effective_coupled`
+        (Σ n_effective_coupled, against the primary's coupled draw; null when absent),
+        `effective_ratio` and `effective_coupled_ratio` (effective / switches), per-response
+        means `switches_per_response`, `effective_per_response`,
+        `effective_coupled_per_response`, `tokens_per_response`, and `effective_token_share`,
+        `effective_coupled_token_share` (effective per response over the mean response
+        length: the paper's "3.86% effective tokens = 38 effective of 75 events"). Sorted by
+        policy, setting and eps.
 
     >>> results = pl.DataFrame({"prompt_id": ["a", "b"], "policy": ["forward"] * 2,
     ...     "budget": [-1, -1], "eps": [0.05, 0.05], "n_tokens": [100, 300],
@@ -66,15 +67,15 @@ def threshold_sensitivity(results: Frame) -> pl.DataFrame:
         lazy.filter(pl.col("eps").is_not_null()),
         what="threshold_sensitivity",
         required=("eps", "n_tokens", "n_switches", "n_effective"),
-        optional=("n_effective_independent",),
+        optional=("n_effective_coupled",),
         graded=False,
     )
     frame = settings.frame
     if "correct" not in frame.columns:
         frame = frame.with_columns(pl.lit(None, pl.Boolean).alias("correct"))
-    independent = (
-        pl.col("n_effective_independent")
-        if "n_effective_independent" in frame.columns
+    coupled = (
+        pl.col("n_effective_coupled")
+        if "n_effective_coupled" in frame.columns
         else pl.lit(None, pl.Int64)
     )
     accuracy = (
@@ -88,27 +89,23 @@ def threshold_sensitivity(results: Frame) -> pl.DataFrame:
         pl.len().alias("n_responses"),
         pl.col("n_switches").sum().alias("switches"),
         pl.col("n_effective").sum().alias("effective"),
-        independent.sum().alias("effective_independent"),
-        independent.is_not_null().all().alias("_complete"),
+        coupled.sum().alias("effective_coupled"),
+        coupled.is_not_null().all().alias("_complete"),
         pl.col("n_tokens").sum().alias("_tokens"),
     )
     per_response = pl.col("n_responses").cast(pl.Float64)
     table = counts.join(accuracy, on=settings.keys, how="left", nulls_equal=True).with_columns(
-        pl.when(pl.col("_complete")).then("effective_independent").alias("effective_independent")
+        pl.when(pl.col("_complete")).then("effective_coupled").alias("effective_coupled")
     )
     table = table.with_columns(
         (pl.col("effective") / pl.col("switches")).alias("effective_ratio"),
-        (pl.col("effective_independent") / pl.col("switches")).alias("effective_independent_ratio"),
+        (pl.col("effective_coupled") / pl.col("switches")).alias("effective_coupled_ratio"),
         (pl.col("switches") / per_response).alias("switches_per_response"),
         (pl.col("effective") / per_response).alias("effective_per_response"),
-        (pl.col("effective_independent") / per_response).alias(
-            "effective_independent_per_response"
-        ),
+        (pl.col("effective_coupled") / per_response).alias("effective_coupled_per_response"),
         (pl.col("_tokens") / per_response).alias("tokens_per_response"),
         (pl.col("effective") / pl.col("_tokens")).alias("effective_token_share"),
-        (pl.col("effective_independent") / pl.col("_tokens")).alias(
-            "effective_independent_token_share"
-        ),
+        (pl.col("effective_coupled") / pl.col("_tokens")).alias("effective_coupled_token_share"),
     ).with_columns(cs.float().fill_nan(None))
     return table.select(
         *settings.keys,
@@ -116,15 +113,15 @@ def threshold_sensitivity(results: Frame) -> pl.DataFrame:
         "accuracy",
         "switches",
         "effective",
-        "effective_independent",
+        "effective_coupled",
         "effective_ratio",
-        "effective_independent_ratio",
+        "effective_coupled_ratio",
         "switches_per_response",
         "effective_per_response",
-        "effective_independent_per_response",
+        "effective_coupled_per_response",
         "tokens_per_response",
         "effective_token_share",
-        "effective_independent_token_share",
+        "effective_coupled_token_share",
     ).sort("policy", *settings.settings, "budget", nulls_last=True)
 
 
@@ -144,8 +141,9 @@ def threshold_curves(
     `threshold_sensitivity` joined with the accuracy and recovery intervals of
     `cross_sampling_curve` (on all of `results`, so its intervals are those of the curve):
     the settings with an `eps` (`--eps 0.01,0.05,0.1,0.2` gives forward and reverse one
-    setting per eps and budget), with both counts of effective switches (the coupled draw,
-    `n_effective`, and an independent one, `n_effective_independent`).
+    setting per eps and budget), with both counts of effective switches (against an
+    independent draw of the primary, `n_effective`, and against its coupled draw,
+    `n_effective_coupled`).
 
     Args:
         results: graded cross-sample results with the controls (as `cross_sampling_curve`)
@@ -297,7 +295,7 @@ def switch_pairs(
         policy: only this policy (default every policy with switches).
         top: pairs kept per setting.
         effective_only: count only the switches whose emitted token differs from the primary's
-            draw (by id).
+            coupled draw (by id; the independent draw of `n_effective` is not kept per switch).
 
     Returns:
         Per setting (its key columns, as `cross_sampling_curve`) up to `top` rows, most

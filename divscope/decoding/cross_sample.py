@@ -19,7 +19,7 @@ import polars as pl
 from divscope.decoding.inputs import Loaded, load, note_length_cap
 from divscope.decoding.lockstep import DecodeConfig, Decoded, decoding_models
 from divscope.decoding.maps import DivergenceMap
-from divscope.decoding.policies import Base, Early, Forward, Policy, Reverse
+from divscope.decoding.policies import Base, Early, Forward, Policy, RandomEffective, Reverse
 from divscope.decoding.request import Request
 from divscope.decoding.settings import Policies, parse_budgets, parse_names
 from divscope.defaults import BUDGETS, GRADE_TIMEOUT, SAMPLES
@@ -110,7 +110,8 @@ def cross_sample(
     --n responses per prompt of PROMPTS, with --base and --rl in lockstep. Each policy decides,
     token by token, whose token is emitted (forward: the RL token where JS > eps, up to each
     budget; stratum and map keys restrict or precompute where). Writes one row per response
-    (n_switches, n_effective, switch_positions, switch_js: the online JS at each switch, correct)
+    (n_switches, n_effective: switches whose token differs from an independent draw of the
+    primary, switch_positions, switch_js: the online JS at each switch, correct)
     and prints accuracy and recovery with 95% CIs per setting and budget. Same --seed, same
     responses (on a GPU: with the same --batch-size). Results are written in parts as they are
     done; --resume continues an interrupted run.
@@ -289,6 +290,8 @@ def cross_sample(
         )
         rows = n * sum(costs[u] for u in todo)
         shared: dict[tuple[str, str | None, int], list[Decoded]] = {}  # see `_shared_key`
+        # forward's n_effective per (eps, budget, prefix, chunk), for random-effective
+        effective: dict[tuple[float, int, str | None, int], list[int]] = {}
         with Progress(
             rows, desc=f"cross-sampling{share_note(world)}", unit="seq", enabled=progress
         ) as bar:
@@ -309,7 +312,12 @@ def cross_sample(
                 key = _shared_key(policy, budget, prefix, unit % len(chunks))
                 decoded = shared.get(key) if key is not None else None
                 if decoded is None:
-                    decoded = _decode(loaded, requests, policy, config)
+                    matched = (policy.params().get("eps"), budget, prefix, unit % len(chunks))
+                    decoded = _decode(
+                        loaded, requests, policy, config, switches=effective.get(matched)
+                    )
+                    if policy == Forward(eps=policy.params().get("eps")):
+                        effective[matched] = [d.n_effective for d in decoded]
                     decoded = [_opened(d, opening) for d in decoded]
                     if key is not None:
                         shared[key] = decoded
@@ -399,11 +407,19 @@ def _forced(
 
 
 def _decode(
-    loaded: Loaded, requests: list[Request], policy: Policy, config: DecodeConfig
+    loaded: Loaded,
+    requests: list[Request],
+    policy: Policy,
+    config: DecodeConfig,
+    *,
+    switches: Sequence[int] | None = None,
 ) -> list[Decoded]:
     """Decode `requests` under `policy`. `early` with a share first decodes the same requests
     under `Base()` (same requests, same batches: exactly the base control's tokens), and gives
-    each request the budget `Early.budget_for` that base response's length."""
+    each request the budget `Early.budget_for` that base response's length. `random-effective`
+    gives each request forward's `n_effective` as its `switches`: `switches` when the run has
+    decoded forward's unit already, else from decoding the requests under `Forward(eps)` first
+    (same requests, same batches: exactly forward's responses at the same budget)."""
     from divscope.decoding.lockstep import decode
 
     def run(requests: list[Request], policy: Policy, config: DecodeConfig) -> list[Decoded]:
@@ -418,6 +434,11 @@ def _decode(
             replace(r, budget=policy.budget_for(len(d.response_ids)))
             for r, d in zip(requests, base, strict=True)
         ]
+    if isinstance(policy, RandomEffective):
+        if switches is None:
+            forward = run(requests, Forward(eps=policy.eps), replace(config, delta_alignment=False))
+            switches = [d.n_effective for d in forward]
+        requests = [replace(r, switches=k) for r, k in zip(requests, switches, strict=True)]
     return run(requests, policy, config)
 
 
@@ -481,6 +502,7 @@ def _results_frame(
             "n_tokens": [len(d.response_ids) for d in decoded],
             "n_switches": [d.n_switches for d in decoded],
             "n_effective": [d.n_effective for d in decoded],
+            "n_effective_coupled": [d.n_effective_coupled for d in decoded],
             "switch_positions": pl.Series(
                 [d.switch_positions for d in decoded], dtype=pl.List(pl.Int32())
             ),
@@ -495,7 +517,6 @@ def _results_frame(
                 dtype=pl.List(pl.String()),
             ),
             "switch_js": pl.Series([d.switch_js for d in decoded], dtype=pl.List(pl.Float32())),
-            "n_effective_independent": [d.n_effective_independent for d in decoded],
             "delta_cosine": pl.Series(
                 [d.delta_cosine for d in decoded], dtype=pl.List(pl.Float32())
             ),

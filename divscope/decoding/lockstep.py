@@ -12,8 +12,9 @@ step before, and then dropped from the batch and from every model's KV cache, wh
 preallocated buffer (`cache.GrowingLayer`).
 
 What is recorded besides the tokens: at each switch, the primary model's own coupled draw
-(`switch_primary_ids`) and whether the emitted token differs from an independent draw of the
-primary (`Stream.PRIMARY`: `n_effective_independent`); for `forward` and `reverse` the step's
+(`switch_primary_ids`: `n_effective_coupled` counts the switches whose emitted token differs
+from it) and whether the emitted token differs from an independent draw of the primary
+(`Stream.PRIMARY`: `n_effective`, the papers' count); for `forward` and `reverse` the step's
 online JS at each switch (`switch_js`); with `delta_alignment`, per step the cosine between the
 two pairs' logit differences (`delta_cosine`). None of it changes a token.
 
@@ -43,7 +44,7 @@ from torch import Tensor
 
 from divscope.decoding.cache import new_cache
 from divscope.decoding.policies import Policy, StepView
-from divscope.decoding.randomness import Stream, inverse_cdf, uniforms
+from divscope.decoding.randomness import Stream, uniforms
 from divscope.decoding.request import Request
 from divscope.defaults import BATCH_SIZE, SEED
 from divscope.errors import DivscopeError
@@ -132,6 +133,11 @@ class Decoded:
     n_switches: int
     """Steps where the policy switched to the intervener (within the budget)."""
     n_effective: int
+    """Switches whose emitted token differs from an independent draw of the primary model
+    (same distribution, `Policy.primary_config`; uniform of `Stream.PRIMARY`): the papers'
+    count of effective switches, whose separately sampled models make identity swaps at the
+    rate of independent draws."""
+    n_effective_coupled: int
     """Switches whose emitted token differs from the primary model's coupled draw
     (`switch_primary_ids`)."""
     switch_positions: list[int]
@@ -139,9 +145,6 @@ class Decoded:
     switch_primary_ids: list[int]
     """At each switch position, the token the primary model drew with the step's uniform
     (`Proposal.primary`: what it would have emitted); the emitted token is `response_ids`'."""
-    n_effective_independent: int
-    """Switches whose emitted token differs from an independent draw of the primary model
-    (same distribution, `Policy.primary_config`; uniform of `Stream.PRIMARY`)."""
     switch_js: list[float] | None = None
     """For policies that record it (`Policy.records_js`: `forward`, `reverse`), the step's
     online `js` (base vs RL on the mixed prefix) at each switch position; else None."""
@@ -451,7 +454,7 @@ class _Batch:
     model consumes the emitted token; finished rows leave the batch every `CHECK_EVERY` steps.
 
     Per-row tensors hold the active rows only; `rows` maps them to the batch's rows, and the
-    outputs (`tokens`, `switched`, `primary`, `effective`, `independent`, `js`, `delta`) are
+    outputs (`tokens`, `switched`, `primary`, `effective`, `coupled`, `js`, `delta`) are
     written per batch row.
     """
 
@@ -487,8 +490,8 @@ class _Batch:
         self.tokens = torch.full((n, self.steps), self.eos_ids[0], device=device)  # [B, T]
         self.switched = torch.zeros(n, self.steps, dtype=torch.bool, device=device)  # [B, T]
         self.primary = torch.zeros(n, self.steps, dtype=torch.int32, device=device)  # [B, T]
-        self.effective = torch.zeros(n, dtype=torch.int64, device=device)  # [B]
-        self.independent = torch.zeros(n, dtype=torch.int64, device=device)  # [B]
+        self.effective = torch.zeros(n, dtype=torch.int64, device=device)  # [B] independent
+        self.coupled = torch.zeros(n, dtype=torch.int64, device=device)  # [B]
         self.delta = (
             torch.full((n, self.steps), torch.nan, dtype=torch.float32, device=device)  # [B, T]
             if config.delta_alignment
@@ -517,18 +520,17 @@ class _Batch:
     def _step(self, t: int) -> None:
         rows, config, policy = self.rows, self.config, self.policy
         u, u_switch = self.u[:, t], self.u_switch[:, t]
-        view = StepView(self.stepper.logits, u, u_switch, config.sampling, step=t)
+        u_primary = self.u_primary[:, t]
+        view = StepView(self.stepper.logits, u, u_switch, config.sampling, t, u_primary)
         view.truncate_together(policy.drawn)
         proposal = policy.propose(view, self.state)
         token = proposal.primary
         if proposal.want is not None:
             switch = proposal.want & (self.n_switches < self.budget) & ~self.done
             token = torch.where(switch, proposal.intervener, token)
-            # The primary's independent draw, from the distribution of its coupled one (cached).
-            primary = view.truncated(policy.primary, policy.primary_config(view))
-            independent = inverse_cdf(primary, self.u_primary[:, t])
-            self.effective[rows] += switch & (proposal.intervener != proposal.primary)
-            self.independent[rows] += switch & (proposal.intervener != independent)
+            independent = view.independent(policy.primary, policy.primary_config(view))
+            self.effective[rows] += switch & (proposal.intervener != independent)
+            self.coupled[rows] += switch & (proposal.intervener != proposal.primary)
             self.n_switches += switch
             self.switched[rows, t] = switch
             self.primary[rows, t] = proposal.primary.to(torch.int32)
@@ -561,11 +563,11 @@ class _Batch:
         tokens = self.tokens.cpu().numpy()  # [B, T]
         switched = self.switched.cpu().numpy()  # [B, T]
         primary = self.primary.cpu().numpy()  # [B, T]
-        counts = torch.stack([self.effective, self.independent], dim=1).tolist()  # [B, 2]
+        counts = torch.stack([self.effective, self.coupled], dim=1).tolist()  # [B, 2]
         delta = self.delta.cpu().numpy() if self.delta is not None else None  # [B, T]
         js = self.js.cpu().numpy() if self.js is not None else None  # [B, T]
         out = []
-        for i, (row, switches, (n_effective, n_independent), limit) in enumerate(
+        for i, (row, switches, (n_effective, n_coupled), limit) in enumerate(
             zip(tokens, switched, counts, self.limit_all, strict=True)
         ):
             ends = np.flatnonzero(np.isin(row[:limit], self.eos_ids))
@@ -577,9 +579,9 @@ class _Batch:
                     finished=bool(ends.size),
                     n_switches=int(positions.size),
                     n_effective=int(n_effective),
+                    n_effective_coupled=int(n_coupled),
                     switch_positions=positions.tolist(),
                     switch_primary_ids=primary[i, positions].tolist(),
-                    n_effective_independent=int(n_independent),
                     switch_js=js[i, positions].tolist() if js is not None else None,
                     delta_cosine=_nan_to_none(delta[i, :length]) if delta is not None else None,
                 )

@@ -4,8 +4,10 @@ decoder").
 At every step a policy proposes the token its primary model draws, and optionally the token an
 intervening model would emit and whether it wants to switch to it. The decoder applies the
 budget and the bookkeeping (`n_switches`, `n_effective`, `switch_positions`), so every policy
-is only its gate. All draws use the step's coupled uniform (`randomness`), so the primary's
-and the intervener's draws are comparable: a switch is *effective* when they differ.
+is only its gate. All draws use the step's coupled uniform (`randomness`); a switch is
+*effective* when the emitted token differs from an independent draw of the primary
+(`StepView.independent`: `n_effective`, the papers' count), *coupled-effective* when it
+differs from the primary's coupled draw (`n_effective_coupled`).
 
 >>> build_policy("forward", eps=0.05)
 Forward(eps=0.05)
@@ -57,6 +59,7 @@ class StepView:
         u_switch: Tensor,
         sampling: StatsConfig,
         step: int = 0,
+        u_primary: Tensor | None = None,
     ) -> None:
         """
         Args:
@@ -65,10 +68,13 @@ class StepView:
             u_switch: `[B]` float64 uniforms of the `random` policy's coin.
             sampling: temperature, top-p and window of the sampled distributions and of `js`.
             step: the decoding step t (the response position of the token drawn).
+            u_primary: `[B]` float64 uniforms of the primary's independent draw
+                (`Stream.PRIMARY`; `independent`); None: `u` (no independent draw).
         """
         self.logits = logits
         self.u = u
         self.u_switch = u_switch
+        self.u_primary = u if u_primary is None else u_primary
         self.sampling = sampling
         self.step = step
         self._truncated: dict[tuple[str, StatsConfig], Truncated] = {}
@@ -94,6 +100,11 @@ class StepView:
     def draw(self, model: str, config: StatsConfig | None = None) -> Tensor:
         """`[B]` the token `model` samples with this step's uniform."""
         return inverse_cdf(self.truncated(model, config), self.u)
+
+    def independent(self, model: str, config: StatsConfig | None = None) -> Tensor:
+        """`[B]` the token `model` samples with this step's independent uniform (`u_primary`):
+        the draw that effective switches are counted against (`n_effective`)."""
+        return inverse_cdf(self.truncated(model, config), self.u_primary)
 
     @cached_property
     def js(self) -> Tensor:
@@ -160,7 +171,7 @@ class Policy:
         """The distribution the primary model samples from (its `Proposal.primary` is the
         inverse-CDF draw of the step's uniform from it): by default the run's (`view.sampling`).
         The decoder draws the primary independently from the same distribution to count
-        `n_effective_independent`."""
+        `n_effective` (`StepView.independent`)."""
         return view.sampling
 
     def params(self) -> dict[str, Any]:
@@ -385,6 +396,47 @@ class RandomPositions(Policy):
 
 
 @dataclass(frozen=True)
+class RandomEffective(Policy):
+    """Primary base, intervener RL: the substitution-matched random baseline. It switches only
+    where the RL model's draw differs from an independent draw of the base model
+    (`StepView.independent`, the draw `n_effective` counts against), so every switch is
+    effective and none is an identity swap, and as many times as `forward` at `eps` makes
+    effective switches in the same (prompt, sample) and budget (the request's `switches`).
+
+    It takes the first steps where the two draws differ, whatever the divergence: where they
+    differ depends on the step's independent uniform, not on a threshold. A plan spreading
+    the switches at random over the response fell short of forward's count by two or more in
+    1 response of 6 on the lab (a step where a substitution is possible is rare there, and a
+    late plan finds none left), so the count is matched first; the switches fall short only
+    when the whole response has fewer such steps."""
+
+    name: ClassVar[str] = "random-effective"
+    budgeted: ClassVar[bool] = True
+    eps: float
+    """The JS threshold of the `forward` setting (online, every divergent position) whose
+    effective count per response is matched."""
+
+    def init_state(
+        self, u_response: Tensor, requests: Sequence[Request], steps: int
+    ) -> dict[str, Tensor]:
+        missing = [r for r in requests if r.switches is None]
+        if missing:
+            raise DivscopeError(
+                f"policy {self.name!r}: prompt_id={missing[0].prompt_id!r}, sample_id="
+                f"{missing[0].sample_id} has no matched switch count; run it with `divscope "
+                "cross-sample` beside forward, which decodes forward first."
+            )
+        return {"owed": torch.tensor([r.switches for r in requests], dtype=torch.int64)}
+
+    def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
+        primary, intervener = view.draw("base"), view.draw("rl")
+        owed = state["owed"].to(view.u.device)
+        want = (owed > 0) & (intervener != view.independent("base", self.primary_config(view)))
+        state["owed"] = owed - want.to(owed.dtype)
+        return Proposal(primary, intervener, want)
+
+
+@dataclass(frozen=True)
 class Early(Policy):
     """Primary base, intervener RL at every step: the RL model writes the first `budget`
     tokens, then the base model (the early-only injection baseline). With `share` ρ, each
@@ -543,6 +595,25 @@ class Mixture(Policy):
     name: ClassVar[str] = "mixture"
     alpha: float
     """Probability that a response is the RL model's."""
+    temperature: float | None = None
+    """Sampling temperature of both models; None: the run's (beside `rl-replace`, the
+    run samples it at rl-replace's: `settings.Policies.build`)."""
+    top_p: float | None = None
+    """Sampling top-p of both models; None: the run's."""
+
+    def params(self) -> dict[str, Any]:
+        """alpha, and the sampling where this policy sets its own."""
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    def primary_config(self, view: StepView) -> StatsConfig:
+        """The run's sampling (`view.sampling`) with this policy's temperature and top-p where
+        given; the RL model samples at the same."""
+        run = view.sampling
+        return StatsConfig(
+            top_p=run.top_p if self.top_p is None else self.top_p,
+            temperature=run.temperature if self.temperature is None else self.temperature,
+            window=run.window,
+        )
 
     def init_state(
         self, u_response: Tensor, requests: Sequence[Request], steps: int
@@ -550,7 +621,9 @@ class Mixture(Policy):
         return {"rl": u_response < self.alpha}
 
     def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
-        return Proposal(view.draw("base"), view.draw("rl"), state["rl"].to(view.u.device))
+        config = self.primary_config(view)
+        rl = state["rl"].to(view.u.device)
+        return Proposal(view.draw("base", config), view.draw("rl", config), rl)
 
 
 @dataclass(frozen=True)
@@ -574,8 +647,8 @@ class Rast(Policy):
 
 POLICIES: dict[str, type[Policy]] = {
     cls.name: cls
-    for cls in (Base, RL, Forward, Reverse, RandomPositions, Early, RLReplace, BaseGreedy,
-                Gated, EntropyGated, Mixture, Rast)
+    for cls in (Base, RL, Forward, Reverse, RandomPositions, RandomEffective, Early, RLReplace,
+                BaseGreedy, Gated, EntropyGated, Mixture, Rast)
 }  # fmt: skip
 
 

@@ -6,8 +6,12 @@ size, batch composition, the order of the work, or which model emits the token. 
 inverse CDF over the (prob desc, id asc) order of the truncated distribution, so one uniform
 picks "the same" token from whichever distribution the policy samples: a policy that never
 switches reproduces base sampling token for token, and one that always switches reproduces RL
-sampling. The coupling makes the primary's and the intervener's draws agree more often than
-independent draws would (`Stream.PRIMARY` gives the primary an independent one to count against).
+sampling. The coupling does not make the primary's and the intervener's draws agree at the
+rate of independent draws: two tokens agree under one uniform with the overlap of their
+intervals in the two orders, which can be larger than Σ p_b p_r (two alike distributions) or
+smaller (base [A .5, B .3, C .2] and RL [B .5, A .3, C .2]: 0.20 coupled, 0.34 independent).
+`Stream.PRIMARY` gives the primary an independent draw, which the papers' count of effective
+switches is taken against (`n_effective`).
 
 The hash (stable across versions; changing it changes every result):
     key  = mix(mix(mix(mix(seed) ^ blake2b64(prompt_id)) ^ sample) ^ stream)
@@ -42,7 +46,8 @@ class Stream(IntEnum):
     """The `mixture` policy's once-per-response choice (step 0 only)."""
     PRIMARY = 3
     """The primary model's independent draw at each step: what it would have sampled had its
-    draw not been coupled to the intervener's (`n_effective_independent`); it decides no token."""
+    draw not been coupled to the intervener's (`n_effective`); it decides no token, except
+    where `random-effective` switches only where the intervener's draw differs from it."""
 
 
 def _mix(z: np.ndarray) -> np.ndarray:

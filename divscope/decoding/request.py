@@ -17,3 +17,6 @@ class Request:
     map_steps: tuple[int, ...] | None = None
     """The steps of a retrospective map where the policy's response is divergent (the map's
     positions, less a forced opening's length); None without one."""
+    switches: int | None = None
+    """`random-effective`: the effective switches to make (forward's `n_effective` for the
+    same prompt, sample and budget); None for the other policies."""

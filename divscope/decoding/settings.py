@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from itertools import product
 from typing import Annotated, Any
 
@@ -30,6 +30,9 @@ OWN_SAMPLING: tuple[str, ...] = ("rl-replace", "base-greedy")
 controls at it."""
 INTERVENTIONS: tuple[str, ...] = ("forward", "reverse")
 """The policies that `--eps`, `--stratify` and `--map` multiply into settings."""
+MATCHED_TO_FORWARD: tuple[str, ...] = ("random-effective",)
+"""Policies matched to a `forward` setting of the same run (its `eps`, online, every
+divergent position): `--eps` multiplies them too, and `build` refuses them without it."""
 MAPS: tuple[str, ...] = ("online", "retrospective")
 """Where `forward` and `reverse` find divergence (`--map`)."""
 
@@ -215,7 +218,8 @@ class Policies:
     Controls are added by `build`, so the Python API and the command line run the same
     policies: a listed `base` or `rl` without keys runs at the run's sampling and again at
     every other sampling of the run's policies; `rl-replace` and `base-greedy` bring both
-    controls at their own sampling, listed or not.
+    controls at their own sampling, listed or not. `mixture` beside `rl-replace` samples at
+    rl-replace's sampling (`SAMPLED_LIKE_REPLACE`), unless its spec sets its own.
 
     >>> Policies("base,forward:eps=0.01/0.05").build(StatsConfig())
     [Base(), Forward(eps=0.01), Forward(eps=0.05)]
@@ -228,14 +232,15 @@ class Policies:
         tuple[str | Policy, ...], Flag("--policy", parse=parse_specs, metavar="SPEC[,SPEC...]")
     ]
     """Comma-separated policy specs: `NAME[:KEY=VALUE[/VALUE...][,KEY=VALUE...]]`, names of
-    base, rl, forward, reverse, random, early, rl-replace, base-greedy, gated, entropy,
-    mixture, rast (e.g. base,rl,forward:eps=0.05 for recovery; forward:eps=0.01/0.05 sweeps
-    eps; docs/contracts.md, "Policies of the lockstep decoder"). rl-replace and base-greedy
-    add base and rl controls at their own sampling; a listed base or rl runs at every sampling
-    of the run."""
+    base, rl, forward, reverse, random, random-effective, early, rl-replace, base-greedy,
+    gated, entropy, mixture, rast (e.g. base,rl,forward:eps=0.05 for recovery;
+    forward:eps=0.01/0.05 sweeps eps; docs/contracts.md, "Policies of the lockstep decoder").
+    rl-replace and base-greedy add base and rl controls at their own sampling (and mixture
+    beside them samples at it); a listed base or rl runs at every sampling of the run;
+    random-effective needs forward at its eps."""
     eps: Annotated[tuple[float, ...] | None, Flag(parse=parse_eps, metavar="EPS[,EPS...]")] = None
     """forward/reverse: switch where JS > eps (nats); a comma-separated list runs them once
-    per eps (e.g. 0.01,0.05,0.1)."""
+    per eps (e.g. 0.01,0.05,0.1); random-effective: the forward it matches."""
     stratify: Annotated[str, Flag(metavar="STRATUM[,STRATUM...]")] = STRATIFY
     """forward/reverse: switch only at one class of divergent positions, once per stratum, at
     the same budgets: none (every one), rerank (the intervener's top-1 is within the
@@ -339,6 +344,7 @@ class Policies:
                 built.append((build_policy(name), True))
                 continue
             built += [(p, False) for p in self._build(name, keys, strata, maps, sampling)]
+        built = _beside_replace(built)
         samplings = [sampling] + [_sampling(p, sampling) for p, every in built if not every]
         policies: list[Policy] = []
         for policy, every in built:
@@ -353,6 +359,7 @@ class Policies:
         repeated = [p for i, p in enumerate(policies) if p in policies[:i]]
         if repeated:
             raise DivscopeError(f"--policy {text!r}: {repeated[0]!r} appears twice.")
+        _check_matched(policies, text)
         return policies
 
     def _build(
@@ -398,6 +405,11 @@ class Policies:
                     given.setdefault("match_tol", self.match_tol)
                 found.append(build_policy(name, **given))
             return found
+        if name in MATCHED_TO_FORWARD:
+            return [
+                build_policy(name, **given)
+                for given in _product({"eps": self.eps or (None,)} | values)
+            ]
         found = []
         for given in _product(values):
             params: dict[str, Any] = {"alpha": self.alpha, "share": self.early_share}
@@ -502,6 +514,43 @@ def _gate(
             values[key] = value
         found.append(values | {"rate": gate.rate})
     return found
+
+
+SAMPLED_LIKE_REPLACE: tuple[str, ...] = ("mixture",)
+"""Policies that, run beside `rl-replace` without a sampling of their own, sample at
+rl-replace's (once per sampling of it), so that they compare with it."""
+
+
+def _beside_replace(built: list[tuple[Policy, bool]]) -> list[tuple[Policy, bool]]:
+    """`built` with each policy of `SAMPLED_LIKE_REPLACE` that has no sampling of its own run
+    at every sampling of the `rl-replace` policies of `built` (as it is without them)."""
+    replaces = [p for p, _ in built if p.name == "rl-replace"]
+    if not replaces:
+        return built
+    at = dict.fromkeys((p.temperature, p.top_p) for p in replaces)  # type: ignore[attr-defined]
+    out: list[tuple[Policy, bool]] = []
+    for policy, every in built:
+        own = {"temperature", "top_p"} & set(policy.params())
+        if policy.name not in SAMPLED_LIKE_REPLACE or own:
+            out.append((policy, every))
+            continue
+        out += [(replace(policy, temperature=t, top_p=p), every) for t, p in at]
+    return out
+
+
+def _check_matched(policies: Sequence[Policy], text: str) -> None:
+    """Refuse a policy of `MATCHED_TO_FORWARD` whose `forward` setting (its eps, online, every
+    divergent position) is not among `policies`."""
+    for policy in policies:
+        if policy.name not in MATCHED_TO_FORWARD:
+            continue
+        eps = policy.params()["eps"]
+        if build_policy("forward", eps=eps) not in policies:
+            raise DivscopeError(
+                f"--policy {text!r}: {policy.name} matches the effective switches of forward at "
+                f"eps {eps:g} (online, every divergent position), which this run lacks; add "
+                f"forward:eps={eps:g} to --policy (with --stratify none and --map online)."
+            )
 
 
 def _sampling(policy: Policy, run: tuple[float, float]) -> tuple[float, float]:

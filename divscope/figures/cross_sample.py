@@ -38,7 +38,7 @@ from divscope.figures.style import (
 from divscope.schema import SETTING_COLUMNS
 
 DEFAULT_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("forward: base samples, RL intervenes", ("forward", "random")),
+    ("forward: base samples, RL intervenes", ("forward", "random", "random-effective")),
     ("reverse: RL samples, base intervenes", ("reverse",)),
 )
 """Panels of `cross_sampling_curves`: title and the policies drawn in it."""
@@ -46,12 +46,16 @@ POLICY_COLORS = {
     "forward": GREEN,
     "reverse": PURPLE,
     "random": GREY,
+    "random-effective": BLACK,
     "rl-replace": ORANGE,
     "gated": SKY_BLUE,
     "rast": YELLOW,
     "base": BASE_COLOR,
 }
 UNLIMITED = -1
+RANDOM_CONTROLS = {"random": ":", "random-effective": "-."}
+"""The random baselines beside forward and their line styles: `random` (random positions at
+a per-step rate) and `random-effective` (as many effective switches as forward)."""
 BANDS = "shaded: 95% problem-bootstrap intervals"
 SETTING_MARKERS = ("o", "s", "^", "D", "v", "P")
 """Markers of a policy's successive settings (its lines share the policy's colour)."""
@@ -59,6 +63,14 @@ SETTING_MARKERS = ("o", "s", "^", "D", "v", "P")
 
 def _budget_label(budget: int) -> str:
     return "∞" if budget == UNLIMITED else str(budget)
+
+
+def _effective_text(rows: pl.DataFrame, label: str) -> str:
+    """`random 0.07% at ∞`: a line's effective share (switches whose token differs from an
+    independent draw of the primary, pooled over tokens) at its last (largest) budget."""
+    share, budget = rows["effective_share_pooled"][-1], rows["budget"][-1]
+    text = "-" if share is None else f"{100 * share:.2f}%"
+    return f"{label} {text} at {_budget_label(budget)}"
 
 
 def _shade(color: str, index: int, count: int) -> tuple[float, float, float]:
@@ -226,6 +238,7 @@ def cross_sampling_curves(
         budgets = sorted(set(cells["budget"]), key=lambda b: (b == UNLIMITED, b))
         where = {b: i for i, b in enumerate(budgets)}
         _control_lines(panel, curve, cells, controls, measure)
+        shares: list[str] = []  # each line's effective share at its largest budget
         for policy in policies:
             lines = cells.filter(pl.col("policy") == policy).partition_by(
                 settings or "policy", maintain_order=True
@@ -242,9 +255,16 @@ def cross_sampling_curves(
                     rows[measure],
                     marker=SETTING_MARKERS[index % len(SETTING_MARKERS)],
                     color=color,
-                    linestyle=":" if policy == "random" else "-",
+                    linestyle=RANDOM_CONTROLS.get(policy, "-"),
                     label=f"{policy} ({setting})" if setting else policy,
                 )
+                if "effective_share_pooled" in rows.columns:
+                    shares.append(_effective_text(rows, panel.lines[-1].get_label()))
+        if RANDOM_CONTROLS.keys() & set(policies) and shares:
+            panel.text(
+                0.02, 0.98, "effective switches, % of tokens:\n" + "\n".join(shares),
+                transform=panel.transAxes, va="top", fontsize="x-small",
+            )  # fmt: skip
         panel.set_xticks(range(len(budgets)), [_budget_label(b) for b in budgets])
         panel.set_xlabel("intervention budget (max. switched tokens)")
         panel_title(panel, letter, title)
@@ -378,8 +398,9 @@ def threshold_sensitivity(results: Frame, ax: Sequence[Axes] | None = None) -> F
     """The core paper's threshold sweep: effective/total switches and accuracy against ε.
 
     Panel (a) draws, per setting other than ε (policy, budget, ...), the share of switches that
-    change the token: solid under the coupled draw (`n_effective`, the primary's draw from the
-    step's shared uniform), dashed under an independent draw (`n_effective_independent`).
+    change the token: solid against an independent draw of the primary (`n_effective`, the
+    papers' count), dashed against its coupled draw from the step's shared uniform
+    (`n_effective_coupled`, where present).
     Panel (b) draws accuracy (mean@n). A log ε axis when the thresholds span more than a
     decade.
 
@@ -423,14 +444,14 @@ def threshold_sensitivity(results: Frame, ax: Sequence[Axes] | None = None) -> F
         label = policy if first["budget"] == UNLIMITED else f"{policy} (budget {first['budget']})"
         eps = rows["eps"].to_numpy()
         ratios.plot(eps, rows["effective_ratio"], marker="o", color=color, label=label)
-        if rows["effective_independent_ratio"].null_count() < rows.height:
+        if rows["effective_coupled_ratio"].null_count() < rows.height:
             ratios.plot(
                 eps,
-                rows["effective_independent_ratio"],
+                rows["effective_coupled_ratio"],
                 marker="s",
                 color=color,
                 linestyle="--",
-                label=f"_{label}, independent",
+                label=f"_{label}, coupled",
             )
         accuracy.plot(eps, rows["accuracy"], marker="o", color=color)
     thresholds = table["eps"].to_numpy()
@@ -447,8 +468,8 @@ def threshold_sensitivity(results: Frame, ax: Sequence[Axes] | None = None) -> F
     ratios.set_ylabel("effective / total switches (%)")
     accuracy.set_ylabel("accuracy (mean@n, %)")
     draws = [
-        Line2D([], [], color=BLACK, marker="o", label="coupled draw"),
-        Line2D([], [], color=BLACK, marker="s", linestyle="--", label="independent draw"),
+        Line2D([], [], color=BLACK, marker="o", label="independent draw"),
+        Line2D([], [], color=BLACK, marker="s", linestyle="--", label="coupled draw"),
     ]
     handles = [*ratios.get_legend_handles_labels()[0], *draws]
     if ax is None:

@@ -46,6 +46,7 @@ from divscope.analyses.summary import (
 )
 from divscope.errors import DivscopeError
 from divscope.figures.style import metric_symbol
+from divscope.io import upgrade_effective
 from divscope.params import Recovery
 
 Need = Literal["tokens", "compare", "evolution", "cross_sample"]
@@ -97,6 +98,10 @@ class PlotInputs:
     _populations: dict[str, Any] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+
+    def __post_init__(self) -> None:
+        if self.cross_sample is not None:  # results of an earlier version: renamed, noted
+            object.__setattr__(self, "cross_sample", upgrade_effective(self.cross_sample)[0])
 
     def metric_of(self, section: Section) -> str:
         """The divergence column of `section`'s figures (RAST's figures read no token-table

@@ -199,13 +199,13 @@ def cross_sampling_html(result: Summary) -> str:
     )
 
     curve = labelled(report.curve)
-    independent = "effective_independent_share_pooled" in curve.columns
+    coupled = "effective_coupled_share_pooled" in curve.columns
     macro = "recovery_macro" in curve.columns
     pooled = ", pooled" if macro else ""
     header = ["policy", "setting", "budget", "n", f"accuracy{pooled} [95% CI]"]
     header += [f"recovery{pooled} [95% CI]"]
     header += ["accuracy per benchmark", "recovery per benchmark"] if macro else []
-    header += ["switched", "eff. coupled", *(["eff. independent"] if independent else [])]
+    header += ["switched", "effective", *(["eff. coupled"] if coupled else [])]
     rows = []
     for row in curve.iter_rows(named=True):
         cells = [
@@ -222,8 +222,8 @@ def cross_sampling_html(result: Summary) -> str:
             share_text(row.get("switch_share_pooled")),
             share_text(row.get("effective_share_pooled")),
         ]
-        if independent:
-            cells.append(share_text(row.get("effective_independent_share_pooled")))
+        if coupled:
+            cells.append(share_text(row.get("effective_coupled_share_pooled")))
         rows.append(cells)
     measure = "mean@n" if report.recovery_at is None else f"pass@{report.recovery_at}"
     head = "".join(f'<th scope="col">{escape(h)}</th>' for h in header)
@@ -238,7 +238,9 @@ def cross_sampling_html(result: Summary) -> str:
         '<section id="cross-sampling" aria-labelledby="cross-sampling-heading">\n'
         '<h2 id="cross-sampling-heading">Cross-sampling</h2>\n'
         f"<p>Recovery = (P − P_base) / (P_ref − P_base) on {escape(measure)}; reference: "
-        f"{escape(report.reference)}. Switched and effective: shares of generated tokens.</p>\n"
+        f"{escape(report.reference)}. Switched and effective: shares of generated tokens; "
+        "effective: the emitted token differs from an independent draw of the primary model "
+        "(the papers' count), coupled: from its coupled draw.</p>\n"
         f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
         f"</table></div>\n{takeover_html}{notes}\n</section>"
     )

@@ -85,15 +85,13 @@ def test_cross_sampling_curve_without_setting_columns_has_the_old_columns():
     ]  # fmt: skip
 
 
-def test_cross_sampling_curve_reports_independent_effective_shares():
+def test_cross_sampling_curve_reports_coupled_effective_shares():
     frame = results(CONTROLS + FORWARD).with_columns(
-        n_effective_independent=pl.Series([0] * 8 + [1, 1, 0, 2])
+        n_effective_coupled=pl.Series([0] * 8 + [1, 1, 0, 2])
     )
     forward = cross_sampling_curve(frame, n_boot=10).filter(policy="forward").row(0, named=True)
-    assert forward["effective_independent_share_pooled"] == pytest.approx(4 / 100)
-    assert forward["effective_independent_share_mean"] == pytest.approx(
-        (0.1 + 1 / 30 + 0 + 0.05) / 4
-    )
+    assert forward["effective_coupled_share_pooled"] == pytest.approx(4 / 100)
+    assert forward["effective_coupled_share_mean"] == pytest.approx((0.1 + 1 / 30 + 0 + 0.05) / 4)
 
 
 def settings_results() -> pl.DataFrame:

@@ -11,8 +11,12 @@ from divscope.analyses import (
     cross_sample_report,
     cross_sampling_curve,
     setting_difference,
+    setting_differences,
+    threshold_sensitivity,
     to_jsonable,
 )
+from divscope.errors import DivscopeError
+from divscope.figures.gallery import PlotInputs
 from divscope.formatting import cross_sample_text, curve_text
 from divscope.params import Recovery
 from divscope.schema import CROSS_SAMPLE, CROSS_SAMPLE_PARAMS
@@ -43,12 +47,12 @@ def full_results() -> pl.DataFrame:
                         "prompt_id": prompt, "sample_id": sample, "policy": policy, "budget": -1,
                         "eps": eps, "seed": 0, "response_ids": [1, 2, 3, 4],
                         "response": rf"\boxed{{{1 if letter == 'T' else 2}}}", "n_tokens": 4,
-                        "n_switches": 2 if switched else 0, "n_effective": 1 if switched else 0,
+                        "n_switches": 2 if switched else 0, "n_effective": 2 if switched else 0,
+                        "n_effective_coupled": 1 if switched else 0,
                         "switch_positions": [0, 2] if switched else [],
                         "switch_primary_ids": [9, 3] if switched else [],
                         "switch_primary_tokens": [" So", " x"] if switched else [],
                         "switch_tokens": [" Wait", " x"] if switched else [],
-                        "n_effective_independent": 2 if switched else 0,
                         "delta_cosine": None, "benchmark": benchmark, "finished": True,
                         "correct": letter == "T", "temperature": temperature, "top_p": top_p,
                         "force_prefix": prefix,
@@ -117,7 +121,7 @@ def test_curve_text_shows_sampling_only_where_it_differs():
     text = curve_text(cross_sampling_curve(full_results(), n_boot=10))
     header, *rows = text.splitlines()
     assert header.split()[:4] == ["policy", "setting", "T", "top-p"]
-    assert "eff. indep." in header
+    assert "eff. coupled" in header
     base = [r.split()[1:4] for r in rows if r.startswith("base")]
     assert base == [
         ["force_prefix=Alright", "0.6", "0.95"],
@@ -191,3 +195,63 @@ def test_takeover_recovery_labels_without_and_with_a_reference():
         full_results().filter(pl.col("policy") != "gated"), recovery=Recovery(n_boot=20)
     )
     assert plain.takeover_recovery is None and plain.knee is None
+
+
+def test_a_difference_of_settings_sampled_differently_is_refused():
+    pair = "policy=rl-replace,force_prefix=Alright - policy=gated"
+    with pytest.raises(DivscopeError, match=r"T 0\.6, top-p 0\.95 and .* at T 1, top-p 0\.7"):
+        setting_differences(full_results(), [pair], n_boot=10)
+    with pytest.raises(DivscopeError, match="sampled alike"):
+        cross_sample_report(full_results(), differences=[pair], recovery=Recovery(n_boot=10))
+
+
+def hand_made(*, old: bool) -> pl.DataFrame:
+    """Controls and two forward responses: 10 and 20 tokens, 4 and 6 switches, of which 3 and
+    2 differ from an independent draw of base and 1 and 2 from its coupled draw; `old` writes
+    them as results of the earlier version did (`n_effective` coupled,
+    `n_effective_independent`)."""
+    frame = pl.DataFrame(
+        {
+            "prompt_id": ["a", "b"] * 3,
+            "policy": ["base"] * 2 + ["rl"] * 2 + ["forward"] * 2,
+            "budget": [-1] * 4 + [8, 8],
+            "correct": [False, False, True, True, True, False],
+            "n_tokens": [10, 20] * 3,
+            "n_switches": [0] * 4 + [4, 6],
+            "n_effective": [0] * 4 + [3, 2],
+            "n_effective_coupled": [0] * 4 + [1, 2],
+        }
+    )
+    if old:
+        return frame.rename(
+            {"n_effective": "n_effective_independent", "n_effective_coupled": "n_effective"}
+        )
+    return frame
+
+
+def test_effective_is_the_independent_count_and_coupled_is_named():
+    curve = cross_sampling_curve(hand_made(old=False), n_boot=10)
+    forward = curve.filter(policy="forward").row(0, named=True)
+    assert forward["effective_share_pooled"] == pytest.approx(5 / 30)
+    assert forward["effective_share_mean"] == pytest.approx((3 / 10 + 2 / 20) / 2)
+    assert forward["effective_coupled_share_pooled"] == pytest.approx(3 / 30)
+    assert forward["effective_coupled_share_mean"] == pytest.approx((1 / 10 + 2 / 20) / 2)
+    assert "effective_independent_share_pooled" not in curve.columns
+    sensitivity = threshold_sensitivity(hand_made(old=False).with_columns(eps=pl.lit(0.05)))
+    row = sensitivity.filter(policy="forward").row(0, named=True)
+    assert (row["effective"], row["effective_coupled"]) == (5, 3)
+    assert row["effective_ratio"] == pytest.approx(5 / 10)
+    assert row["effective_coupled_ratio"] == pytest.approx(3 / 10)
+
+
+def test_results_of_the_earlier_version_load_with_a_note(tmp_path, capsys):
+    new = cross_sample_report(hand_made(old=False), recovery=Recovery(n_boot=10))
+    old = cross_sample_report(hand_made(old=True), recovery=Recovery(n_boot=10))
+    assert old.curve.equals(new.curve)
+    assert old.notes[1:] == new.notes
+    assert "n_effective_independent" in old.notes[0]
+    assert "n_effective_coupled" in json.dumps(to_jsonable(old))
+    assert "note: cross-sample results: written before" in capsys.readouterr().err
+    inputs = PlotInputs(tokens=pl.DataFrame(), cross_sample=hand_made(old=True))
+    assert inputs.cross_sample.equals(hand_made(old=False).select(inputs.cross_sample.columns))
+    assert "n_effective_independent" not in inputs.cross_sample.columns

@@ -27,7 +27,7 @@ def sweep() -> pl.DataFrame:
             "n_tokens": [1000, 950, 1000, 1000, 900],
             "n_switches": [80, 70, 10, 6, 0],
             "n_effective": [40, 36, 5, 3, 0],
-            "n_effective_independent": [60, 50, 8, 4, 0],
+            "n_effective_coupled": [60, 50, 8, 4, 0],
             "correct": [True, False, True, None, False],
         }
     )
@@ -38,22 +38,23 @@ def test_threshold_sensitivity_counts_and_ratios():
     assert table["eps"].to_list() == [0.01, 0.1]
     low = table.row(0, named=True)
     assert (low["n_responses"], low["switches"], low["effective"]) == (2, 150, 76)
-    assert low["effective_independent"] == 110
+    assert low["effective_coupled"] == 110
     assert low["effective_ratio"] == pytest.approx(76 / 150)
-    assert low["effective_independent_ratio"] == pytest.approx(110 / 150)
+    assert low["effective_coupled_ratio"] == pytest.approx(110 / 150)
     assert low["switches_per_response"] == 75.0  # the paper's "75 events"
     assert low["effective_per_response"] == 38.0  # "38 effective"
     assert low["tokens_per_response"] == 975.0
     assert low["effective_token_share"] == pytest.approx(38 / 975)  # "3.90% effective tokens"
-    assert low["effective_independent_token_share"] == pytest.approx(55 / 975)
+    assert low["effective_coupled_per_response"] == 55.0
+    assert low["effective_coupled_token_share"] == pytest.approx(55 / 975)
     assert low["accuracy"] == 0.5
     assert table.row(1, named=True)["accuracy"] == 1.0  # the ungraded response is skipped
 
 
-def test_threshold_sensitivity_without_independent_counts():
-    table = threshold_sensitivity(sweep().drop("n_effective_independent"))
-    assert table["effective_independent"].to_list() == [None, None]
-    assert table["effective_independent_ratio"].to_list() == [None, None]
+def test_threshold_sensitivity_without_coupled_counts():
+    table = threshold_sensitivity(sweep().drop("n_effective_coupled"))
+    assert table["effective_coupled"].to_list() == [None, None]
+    assert table["effective_coupled_ratio"].to_list() == [None, None]
 
 
 def pair_results() -> pl.DataFrame:
@@ -158,15 +159,15 @@ def test_threshold_curves_join_recovery_and_both_counts():
             + [False, False, True, False],
             "n_tokens": [10] * 12,
             "n_switches": [0] * 4 + [1, 1, 2, 2, 1, 0, 1, 1],
-            "n_effective": [0] * 4 + [1, 0, 1, 1, 0, 0, 1, 0],
-            "n_effective_independent": [0] * 4 + [1, 1, 2, 1, 1, 0, 1, 1],
+            "n_effective": [0] * 4 + [1, 1, 2, 1, 1, 0, 1, 1],
+            "n_effective_coupled": [0] * 4 + [1, 0, 1, 1, 0, 0, 1, 0],
         }
     )  # fmt: skip
     table = threshold_curves(results, n_boot=50)
     assert table.select("eps", "budget").rows() == [(0.05, 1), (0.05, 2), (0.2, 1), (0.2, 2)]
     assert table["recovery"].to_list() == [0.5, 1.0, 0.0, 0.5]
-    assert table["effective_ratio"].to_list() == [0.5, 0.5, 0.0, 0.5]
-    assert table["effective_independent_ratio"].to_list() == [1.0, 0.75, 1.0, 1.0]
+    assert table["effective_ratio"].to_list() == [1.0, 0.75, 1.0, 1.0]
+    assert table["effective_coupled_ratio"].to_list() == [0.5, 0.5, 0.0, 0.5]
     curve = cross_sampling_curve(results, n_boot=50).filter(pl.col("eps").is_not_null())
     assert table["recovery_low"].to_list() == curve["recovery_low"].to_list()
     sensitivity = threshold_sensitivity(results)

@@ -60,8 +60,8 @@ def test_build_policy_errors(name, params, message):
 
 def test_every_policy_is_registered():
     assert list(POLICIES) == [
-        "base", "rl", "forward", "reverse", "random", "early", "rl-replace", "base-greedy",
-        "gated", "entropy", "mixture", "rast",
+        "base", "rl", "forward", "reverse", "random", "random-effective", "early", "rl-replace",
+        "base-greedy", "gated", "entropy", "mixture", "rast",
     ]  # fmt: skip
 
 

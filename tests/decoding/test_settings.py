@@ -27,7 +27,7 @@ from divscope.decoding.settings import (
     parse_spec,
     parse_specs,
 )
-from divscope.defaults import TEMPERATURE, TOP_P
+from divscope.defaults import REPLACE_TEMPERATURE, REPLACE_TOP_P, TEMPERATURE, TOP_P
 from divscope.errors import DivscopeError
 from divscope.scoring.metrics import StatsConfig
 
@@ -327,3 +327,22 @@ def test_policy_objects_get_their_controls_too():
 def test_spec_errors(text, message):
     with pytest.raises(DivscopeError, match=message):
         _policies(text)
+
+
+def test_mixture_beside_rl_replace_samples_at_its_sampling():
+    beside = Policies("base,rl,rl-replace,mixture", alpha=0.03).build(StatsConfig())
+    mixture = [p for p in beside if p.name == "mixture"]
+    assert [(p.temperature, p.top_p) for p in mixture] == [(REPLACE_TEMPERATURE, REPLACE_TOP_P)]
+    alone = Policies("base,rl,mixture", alpha=0.03).build(StatsConfig())
+    assert [p.params() for p in alone if p.name == "mixture"] == [{"alpha": 0.03}]
+    own = Policies("rl-replace,mixture:temperature=1.0", alpha=0.03).build(StatsConfig())
+    assert [p.params() for p in own if p.name == "mixture"] == [{"alpha": 0.03, "temperature": 1.0}]
+
+
+def test_random_effective_needs_its_forward_in_the_run():
+    built = Policies("forward,random-effective", eps=(0.05,)).build(StatsConfig())
+    assert [p.params() for p in built] == [{"eps": 0.05}, {"eps": 0.05}]
+    with pytest.raises(DivscopeError, match="add forward:eps=0.05 to --policy"):
+        Policies("base,random-effective", eps=(0.05,)).build(StatsConfig())
+    with pytest.raises(DivscopeError, match="forward at eps 0.05"):
+        Policies("forward,random-effective", eps=(0.05,), stratify="tail").build(StatsConfig())

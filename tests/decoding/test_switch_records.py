@@ -1,6 +1,6 @@
 """What the lockstep decoder records besides the tokens: the primary model's own draw at each
 switch (`switch_primary_ids`, and with it `n_effective`), the effective switches against an
-independent draw of the primary (`n_effective_independent`), the delta alignment
+independent draw of the primary (`n_effective`), the delta alignment
 (`delta_cosine`), and how `cross-sample` writes them with the switch tokens' text and the
 prompts' benchmark. Each is recomputed directly from the models."""
 
@@ -15,7 +15,7 @@ import torch
 from typer.testing import CliRunner
 
 from divscope.cli import app
-from divscope.decoding import DecodeConfig, Stream, build_policy, uniforms
+from divscope.decoding import DecodeConfig, Request, Stream, build_policy, uniforms
 from divscope.decoding.cross_sample import CrossSampleModels, Grid, cross_sample
 from divscope.decoding.policies import POLICIES, Base, Forward, StepView
 from divscope.decoding.randomness import inverse_cdf
@@ -81,8 +81,7 @@ def test_switch_records_are_the_primary_models_own_draws(
 ):
     """At each switch position p: the primary model fed prompt + response[:p] and truncated at
     its sampling gives, with the step's coupled uniform, `switch_primary_ids`; with the
-    uniform of `Stream.PRIMARY`, the independent draw that `n_effective_independent` counts
-    against."""
+    uniform of `Stream.PRIMARY`, the independent draw that `n_effective` counts against."""
     requests = _requests(budget)
     decoded = _run(models, policy, requests, **params)
     switches = 0
@@ -96,8 +95,9 @@ def test_switch_records_are_the_primary_models_own_draws(
         drawn = [_draw(logits[p], config, independent[p]) for p in d.switch_positions]
         assert d.switch_primary_ids == expected_primary
         assert len(d.switch_primary_ids) == d.n_switches == len(d.switch_positions)
-        assert d.n_effective == sum(a != b for a, b in zip(expected_primary, emitted, strict=True))
-        assert d.n_effective_independent == sum(a != b for a, b in zip(drawn, emitted, strict=True))
+        coupled_count = sum(a != b for a, b in zip(expected_primary, emitted, strict=True))
+        assert d.n_effective_coupled == coupled_count
+        assert d.n_effective == sum(a != b for a, b in zip(drawn, emitted, strict=True))
         assert d.delta_cosine is None
         switches += d.n_switches
     assert switches > 0
@@ -116,7 +116,8 @@ def test_every_policys_primary_draw_comes_from_its_primary_config(name):
     }
     u = torch.rand(6, dtype=torch.float64, generator=generator)
     view = StepView(logits, u, u, SAMPLING)
-    proposal = policy.propose(view, policy.init_state(u, [], steps=1))
+    requests = [Request("p", row, (1,), switches=1) for row in range(6)]
+    proposal = policy.propose(view, policy.init_state(u, requests, steps=1))
     dist = truncate(logits[policy.primary], policy.primary_config(view))
     assert torch.equal(proposal.primary, inverse_cdf(dist, u))
 
@@ -126,14 +127,14 @@ def test_coupled_and_independent_counts_differ(models):
     the base model's, and the coupling makes the base's own draw agree with the emitted token
     more often than an independent draw does."""
     decoded = _run(models, "rast", _requests(samples=3), lam=0.1)
-    coupled = sum(d.n_effective for d in decoded)
-    independent = sum(d.n_effective_independent for d in decoded)
+    coupled = sum(d.n_effective_coupled for d in decoded)
+    independent = sum(d.n_effective for d in decoded)
     assert coupled < independent <= sum(d.n_switches for d in decoded)
 
 
 def test_controls_record_no_switch(models):
     for d in _run(models, "base", _requests()):
-        assert (d.switch_primary_ids, d.n_effective_independent) == ([], 0)
+        assert (d.switch_primary_ids, d.n_effective, d.n_effective_coupled) == ([], 0, 0)
 
 
 def test_delta_cosine_matches_a_float64_reference(models):

@@ -261,8 +261,8 @@ def test_threshold_sensitivity_draws_both_draws(results):
     table = analyses.threshold_sensitivity(results).filter(policy="gated").sort("eps")
     lines = {line.get_label(): line for line in figure.axes[0].lines}
     assert list(lines["gated"].get_ydata()) == pytest.approx(table["effective_ratio"].to_list())
-    assert list(lines["_gated, independent"].get_ydata()) == pytest.approx(
-        table["effective_independent_ratio"].to_list()
+    assert list(lines["_gated, coupled"].get_ydata()) == pytest.approx(
+        table["effective_coupled_ratio"].to_list()
     )
     with pytest.raises(DivscopeError, match="no policy was run at several eps"):
         figures.threshold_sensitivity(results.filter(pl.col("eps").is_null()))
@@ -338,3 +338,19 @@ def test_delta_alignment_without_cosines_says_how_to_record_them(results):
         figures.delta_alignment(
             results.with_columns(pl.lit(None, dtype=pl.List(pl.Float32())).alias("delta_cosine"))
         )
+
+
+def test_cross_sampling_curves_say_the_effective_share_of_forward_and_the_random_controls(
+    results,
+):
+    both = pl.concat(
+        [results, results.filter(policy="random").with_columns(policy=pl.lit("random-effective"))]
+    )
+    figure = figures.cross_sampling_curves(both, n_boot=20)
+    (note,) = [t.get_text() for t in figure.axes[0].texts if "effective" in t.get_text()]
+    curve = analyses.cross_sampling_curve(both, n_boot=20).filter(budget=-1)
+    for policy in ("forward", "random", "random-effective"):
+        share = curve.filter(policy=policy)["effective_share_pooled"][0]
+        assert f"\n{policy} {100 * share:.2f}% at ∞" in note
+    styles = {line.get_label(): line.get_linestyle() for line in figure.axes[0].lines}
+    assert (styles["random"], styles["random-effective"]) == (":", "-.")
