@@ -14,7 +14,8 @@ What `divscope quickstart` runs, on the lab's family (`fixtures/lab`: `base`, `r
    training evolution);
 5. `calibrate`: the takeover paper's gates at several takeover rates, from base samples of the
    calibration prompts;
-6. `cross-sample`: forward, reverse and random over a budget grid, rl-replace, and gated once
+6. `cross-sample`: forward, reverse, random and random-effective (random positions matched on
+   forward's effective switches) over a budget grid, rl-replace, and gated once
    per calibrated rate (unbudgeted), with the base and rl controls;
 7. `analyze` (with the SFT table compared and the cross-sample results), and the headline
    numbers, each on its paper's population (core: RL trajectories; takeover: base rollouts),
@@ -63,7 +64,7 @@ MANIFEST = "quickstart.json"
 """The record of the stages done, in the output directory."""
 LAB_GRADER = "lab"
 """The grader of the lab's task (`divscope grade --grader lab`)."""
-POLICIES = "base,rl,forward,reverse,random,rl-replace,gated"
+POLICIES = "base,rl,forward,reverse,random,random-effective,rl-replace,gated"
 """The cross-sample policies (`--policy`); rl-replace brings its own base and rl controls."""
 GATED = "gated"
 """The takeover policy whose knee over calibration rates the headline reports."""

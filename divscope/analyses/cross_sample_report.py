@@ -36,6 +36,7 @@ from divscope.analyses.switches import (
     takeover_planning,
     threshold_curves,
 )
+from divscope.analyses.tokens import PLANNING_WORDS
 from divscope.errors import DivscopeError
 from divscope.io import upgrade_effective
 from divscope.params import Recovery
@@ -96,6 +97,7 @@ def cross_sample_report(
     reference: Reference = None,
     differences: Iterable[str | tuple[Selector, Selector]] = (),
     tokens: Frame | None = None,
+    lexicon: Iterable[str] = PLANNING_WORDS,
 ) -> CrossSampleReport:
     """Run every analysis of cross-sample results that the data allow.
 
@@ -108,6 +110,7 @@ def cross_sample_report(
         differences: pairs of settings for `setting_differences` (e.g. `"policy=rl-replace,
             force_prefix=Alright - policy=base,force_prefix=Alright"`).
         tokens: a token table (the scored base rollouts) for the global planning share.
+        lexicon: the planning words of `takeover_planning` (`Metrics.lexicon`).
 
     Returns:
         A `CrossSampleReport`.
@@ -192,7 +195,7 @@ def cross_sample_report(
         takeover_recovery = _takeover_recovery(reference, "recovery_macro" in curve.columns)
     planning = knee = None
     if has_takeover and "switch_tokens" in names:
-        planning = takeover_planning(results, tokens, policy=TAKEOVER_POLICY)
+        planning = takeover_planning(results, tokens, policy=TAKEOVER_POLICY, lexicon=lexicon)
         if tokens is None:
             notes.append("takeover planning: no token table given, so no global share.")
     if has_takeover:

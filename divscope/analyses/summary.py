@@ -471,6 +471,7 @@ def summary(
             reference=reference,
             differences=tuple(differences),
             tokens=frames["takeover"],
+            lexicon=lexicon,
         )
     return Summary(
         n_tokens=frame.height,

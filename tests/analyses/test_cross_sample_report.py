@@ -255,3 +255,19 @@ def test_results_of_the_earlier_version_load_with_a_note(tmp_path, capsys):
     inputs = PlotInputs(tokens=pl.DataFrame(), cross_sample=hand_made(old=True))
     assert inputs.cross_sample.equals(hand_made(old=False).select(inputs.cross_sample.columns))
     assert "n_effective_independent" not in inputs.cross_sample.columns
+
+
+def test_the_takeover_set_counts_the_planning_words_given():
+    """Gated's takeover set is " Wait", " x" in every response: half planning words with the
+    default lexicon (" Wait" is one, " x" is not); with the lexicon {"x"}, " x" is the half; with
+    {"y"} none of the set, and a quarter of the tokens, " y"."""
+    tokens = pl.DataFrame({"token": [" Wait", " the", " x", " y"]})
+    shares = {}
+    for name, lexicon in (("default", None), ("x", {"x"}), ("y", {"y"})):
+        given = {} if lexicon is None else {"lexicon": lexicon}
+        report = cross_sample_report(
+            full_results(), tokens=tokens, recovery=Recovery(n_boot=10), **given
+        )
+        row = report.takeover_planning.row(0, named=True)
+        shares[name] = (row["share_takeover"], row["share_global"])
+    assert shares == {"default": (0.5, 0.25), "x": (0.5, 0.25), "y": (0.0, 0.25)}
