@@ -14,6 +14,7 @@ from divscope import analyses
 from divscope.analyses import CoreThresholds, Metrics, summary, to_jsonable
 from divscope.analyses.cross_sample_report import cross_sample_report
 from divscope.analyses.summary import CORE_PAPER
+from divscope.analyses.tokens import PLANNING_WORDS
 from divscope.errors import DivscopeError
 from divscope.formatting import cross_sample_text
 from divscope.params import Recovery
@@ -195,6 +196,7 @@ def test_the_cross_sample_report_is_wired_through(monkeypatch):
         "recovery": Recovery(recovery_at=8, n_boot=10, seed=3),
         "reference": graded,
         "differences": ("forward - random",),
+        "lexicon": PLANNING_WORDS,  # the planning words of the takeover set: --planning-words
     }
     assert result.to_dict()["cross_sample"] == {"value": 1}
 
