@@ -16,6 +16,7 @@ import polars as pl
 from divscope.decoding.gates import Calibration, calibrate_table
 from divscope.decoding.lockstep import DecodeConfig
 from divscope.decoding.request import Request
+from divscope.decoding.settings import parse_floats
 from divscope.defaults import CALIBRATION_SAMPLES, GATE_WINDOW, TAKEOVER_RATES
 from divscope.errors import DivscopeError
 from divscope.params import LIBRARY_ONLY, Flag, ModelPair, Output
@@ -42,18 +43,10 @@ def parse_rates(text: str) -> tuple[float, ...]:
     Raises:
         DivscopeError: a value that is not a number, outside (0, 1), or given twice.
     """
-    try:
-        rates = tuple(float(part.strip()) for part in text.split(","))
-    except ValueError as error:
-        raise DivscopeError(
-            f"--rate {text!r}: expected a rate or comma-separated rates in (0, 1) such as "
-            "0.01,0.02,0.05,0.1."
-        ) from error
+    rates = parse_floats(text, "--rate", "0.01,0.02,0.05,0.1 (rates in (0, 1))")
     bad = [r for r in rates if not 0.0 < r < 1.0]
     if bad:
         raise DivscopeError(f"--rate {text!r}: {bad[0]} is not in (0, 1).")
-    if len(set(rates)) != len(rates):
-        raise DivscopeError(f"--rate {text!r}: a rate appears twice.")
     return rates
 
 

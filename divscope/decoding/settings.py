@@ -60,6 +60,27 @@ def parse_budgets(text: str) -> tuple[int, ...]:
     return budgets
 
 
+def parse_floats(text: str, option: str, example: str) -> tuple[float, ...]:
+    """Parse a comma-separated list of distinct numbers given to `option`.
+
+    >>> parse_floats("0.01, 0.05", "--eps", "0.01,0.05")
+    (0.01, 0.05)
+
+    Raises:
+        DivscopeError: a value that is not a number, or a value given twice (the message names
+            the option and shows `example`).
+    """
+    try:
+        values = tuple(float(part.strip()) for part in text.split(","))
+    except ValueError as error:
+        raise DivscopeError(
+            f"{option} {text!r}: expected a number or comma-separated numbers such as {example}."
+        ) from error
+    if len(set(values)) != len(values):
+        raise DivscopeError(f"{option} {text!r}: a value appears twice.")
+    return values
+
+
 def parse_eps(text: str) -> tuple[float, ...]:
     """Parse `--eps`: one JS threshold (nats) or several, comma-separated (the
     threshold-sensitivity sweep: `forward` and `reverse` run once per threshold).
@@ -70,16 +91,7 @@ def parse_eps(text: str) -> tuple[float, ...]:
     Raises:
         DivscopeError: an empty list, a value that is not a number, or a value given twice.
     """
-    try:
-        values = tuple(float(part.strip()) for part in text.split(","))
-    except ValueError as error:
-        raise DivscopeError(
-            f"--eps {text!r}: expected a number or comma-separated numbers such as "
-            "0.01,0.05,0.1 (nats; negative: switch at every step)."
-        ) from error
-    if len(set(values)) != len(values):
-        raise DivscopeError(f"--eps {text!r}: a threshold appears twice.")
-    return values
+    return parse_floats(text, "--eps", "0.01,0.05,0.1 (nats; negative: switch at every step)")
 
 
 def parse_strata(text: str) -> tuple[str | None, ...]:

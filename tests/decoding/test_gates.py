@@ -6,6 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from divscope.decoding.calibrate import parse_rates
 from divscope.decoding.gates import Calibration, Gate, calibrate_scores, calibrate_table
 from divscope.errors import DivscopeError
 
@@ -77,3 +78,18 @@ def test_calibration_errors(tmp_path):
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(DivscopeError, match="not a calibration"):
         Calibration.from_json(tmp_path / "bad.json")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("0.05,x", r"--rate '0.05,x': expected a number"),
+        ("0.02,0.02", "a value appears twice"),
+        ("0.05,1.0", r"1.0 is not in \(0, 1\)"),
+        ("0", r"0.0 is not in \(0, 1\)"),
+    ],
+)
+def test_a_bad_rate_list_is_refused(text, message):
+    with pytest.raises(DivscopeError, match=message):
+        parse_rates(text)
+    assert parse_rates("0.1, 0.01") == (0.1, 0.01)  # in the order given
