@@ -28,8 +28,11 @@ def _line(name: str, value: str, target: str, met: bool) -> None:
 def main(out: Path) -> None:
     tokens = read_token_table(out / "rl.parquet")
     sft = read_token_table(out / "sft.parquet")
-    # trajectories.jsonl: base's samples first (sample_id 0-3), then rl's (4-7)
-    rl_own = tokens.filter(pl.col("sample_id") >= 4)
+    # trajectories.jsonl holds base's and rl's samples; each statistic on its paper's population
+    # (the token table's `source`): the core paper's on rl's trajectories, the takeover paper's
+    # on base's rollouts. SFT is scored on its own samples.
+    rl_own, _ = analyses.population(tokens, "core")
+    base_own, _ = analyses.population(tokens, "takeover")
     lengths = rl_own.group_by("prompt_id", "sample_id").len()["len"]
     print(
         f"RL response length: median {lengths.median():.0f}, range {lengths.min()}-{lengths.max()} "
@@ -39,14 +42,14 @@ def main(out: Path) -> None:
     _line("share of RL-vs-base tokens with JS < 1e-3 (rl's trajectories)", f"{below:.1%}",
           ">= 80%", below >= 0.8)  # fmt: skip
 
-    high = tokens.filter(pl.col("js") > HIGH)
+    high = rl_own.filter(pl.col("js") > HIGH)
     counts = high.group_by("token").len().sort("len", descending=True)
     top = counts.row(0, named=True)
     share = top["len"] / high.height
     shares = ", ".join(
         f"{r['token']!r} {r['len'] / high.height:.0%}" for r in counts.head(6).iter_rows(named=True)
     )
-    _line(f"largest token-string share of the {high.height} tokens with JS > 0.1", shares,
+    _line(f"largest token-string share of the {high.height} tokens with JS > 0.1 (rl's)", shares,
           "<= 40%", share <= 0.4)  # fmt: skip
     quintiles = (
         high.select((pl.col("rel_position") * 5).floor().clip(0, 4).cast(pl.Int32).alias("q"))
@@ -55,26 +58,27 @@ def main(out: Path) -> None:
     per_quintile = dict(zip(quintiles["q"], quintiles["len"], strict=True))
     occupied = sum(1 for q in range(5) if per_quintile.get(q, 0) > 0)
     counts_by_quintile = [per_quintile.get(q, 0) for q in range(5)]
-    _line("rel_position quintiles holding JS > 0.1 tokens",
+    _line("rel_position quintiles holding JS > 0.1 tokens (rl's trajectories)",
           f"{occupied} of 5 ({counts_by_quintile})", ">= 3", occupied >= 3)  # fmt: skip
 
-    pairs = (("rl", tokens), ("sft", sft))
+    pairs = (("rl", rl_own), ("sft", sft))
     dense = {name: frame.select((pl.col("js") > 0.01).mean()).item() for name, frame in pairs}
     ratio = dense["sft"] / dense["rl"]
     shares = f"{dense['sft']:.1%} / {dense['rl']:.1%} = {ratio:.1f}x"
-    _line("share of tokens with JS > 0.01, SFT / RL", shares, ">= 2x", ratio >= 2)
+    _line("share of tokens with JS > 0.01, SFT / RL (each on its own samples)", shares, ">= 2x",
+          ratio >= 2)  # fmt: skip
     overlap = {name: frame["overlap_1"].mean() for name, frame in pairs}
     _line("mean overlap_1, SFT vs RL", f"{overlap['sft']:.3f} vs {overlap['rl']:.3f}",
           "SFT lower", overlap["sft"] < overlap["rl"])  # fmt: skip
     p80 = {name: frame["js"].quantile(0.8) for name, frame in pairs}
     print(f"80th percentile of JS, SFT / RL: {p80['sft']:.2e} / {p80['rl']:.2e}")
 
-    enrichment = analyses.planning_enrichment(tokens)
-    _line("planning-word enrichment among the top 1% by JS",
+    enrichment = analyses.planning_enrichment(base_own)
+    _line("planning-word enrichment among the top 1% by JS (base rollouts, the takeover paper's)",
           f"{enrichment.share_top:.1%} / {enrichment.share_all:.1%} = {enrichment.enrichment:.1f}x",
           ">= 2x", enrichment.enrichment >= 2)  # fmt: skip
     top_words = (
-        tokens.sort("js", descending=True).head(enrichment.n_top)
+        base_own.sort("js", descending=True).head(enrichment.n_top)
         .with_columns(normalized_token()).group_by("token").len().sort("len", descending=True)
     )  # fmt: skip
     print("top 1% by JS, words:", ", ".join(f"{w} {n}" for w, n in top_words.head(8).iter_rows()))
