@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -155,6 +156,26 @@ def table_name(path: str | os.PathLike) -> str:
     ('rl', 'sft')
     """
     return Path(path).stem  # a directory of parts has no suffix: its stem is its name
+
+
+EVOLUTION_TABLE = re.compile(r"rl-step-(\d+)\.parquet")
+"""The name of an evolution directory's token table of one training step (its step in it)."""
+
+
+def evolution_tables(directory: str | os.PathLike) -> dict[int, Path]:
+    """Training step -> token table of an evolution directory (`divscope watch` and the
+    monitor's output, `lab build`'s tokens/evolution): its `rl-step-N.parquet` files, ascending.
+    Other files (a summary, a table being written under a temporary name) are not read.
+
+    >>> sorted(evolution_tables("fixtures/lab"))
+    []
+    """
+    found = {}
+    for path in Path(directory).iterdir():
+        match = EVOLUTION_TABLE.fullmatch(path.name)
+        if match is not None and path.is_file():
+            found[int(match.group(1))] = path
+    return dict(sorted(found.items()))
 
 
 # ---------------------------------------------------------------- trajectories

@@ -41,7 +41,7 @@ from divscope.analyses.distribution import (
     matched_thresholds,
     sparsity,
 )
-from divscope.analyses.evolution import evolution
+from divscope.analyses.evolution import evolution, shared_trajectories
 from divscope.analyses.failure import (
     FailureAUROC,
     failure_auroc,
@@ -166,6 +166,7 @@ __all__ = [
     "setting_difference",
     "setting_differences",
     "setting_labels",
+    "shared_trajectories",
     "sparsity",
     "summary",
     "switch_pairs",

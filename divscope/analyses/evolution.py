@@ -23,10 +23,14 @@ def evolution(
 ) -> pl.DataFrame:
     """Percentiles per training step and how each step's divergent positions match the final's.
 
-    Every table scores the same reference trajectories with the base model against one RL
-    checkpoint. A position is high-divergence when its metric is strictly above `threshold`;
-    the Jaccard overlap |H_step ∩ H_final| / |H_step ∪ H_final| compares the sets of
-    (prompt_id, sample_id, position) keys with the last step's.
+    Each table scores trajectories with the base model against one RL checkpoint. A position is
+    high-divergence when its metric is strictly above `threshold`; where a step's table scores
+    the same trajectories as the final step's (`shared_trajectories`: the papers' Fig. 11, all
+    checkpoints teacher-forced on one set of responses), the Jaccard overlap
+    |H_step ∩ H_final| / |H_step ∪ H_final| compares the sets of (prompt_id, sample_id,
+    position) keys with the final step's. Where it scores others (a monitor that samples the
+    current policy at each step), positions of different responses do not correspond: the
+    overlap is null and `same_trajectories` false.
 
     Args:
         tables: training step -> token table of that checkpoint.
@@ -37,7 +41,8 @@ def evolution(
 
     Returns:
         One row per step, ascending: `step`, `n_tokens`, `mean`, `p<q>` per percentile,
-        `n_high`, `share_high`, `jaccard_with_final` (null when both sets are empty).
+        `n_high`, `share_high`, `same_trajectories`, `jaccard_with_final` (null when both sets
+        are empty or the trajectories differ).
 
     >>> key = {"prompt_id": ["a"] * 3, "sample_id": [0] * 3, "position": [0, 1, 2]}
     >>> tables = {0: pl.DataFrame({**key, "js": [0.2, 0.0, 0.0]}),
@@ -52,6 +57,7 @@ def evolution(
         step: checked_lazy(table, [*POSITION_KEY, metric], what="evolution")
         for step, table in tables.items()
     }
+    shared = shared_trajectories(lazies)
     high = {
         step: lazy.filter(pl.col(metric) > threshold).select(POSITION_KEY).unique().collect()
         for step, lazy in lazies.items()
@@ -71,7 +77,40 @@ def evolution(
                 **{percentile_label(q): v for q, v in result.percentiles.items()},
                 "n_high": n_high,
                 "share_high": n_high / result.n_tokens if result.n_tokens else None,
-                "jaccard_with_final": both / union if union else None,
+                "same_trajectories": shared[step],
+                "jaccard_with_final": both / union if union and shared[step] else None,
             }
         )
     return pl.DataFrame(rows)
+
+
+def shared_trajectories(tables: Mapping[int, Frame]) -> dict[int, bool]:
+    """Training step -> whether its table scores the same trajectories as the final step's:
+    the same (prompt_id, sample_id, position) keys, and the same `token_id` at each where both
+    tables have the column.
+
+    Checkpoints teacher-forced on one set of responses share them; a monitor that samples the
+    current policy at each step scores other responses at each step (unless the policy drew
+    the very same tokens).
+
+    >>> key = {"prompt_id": ["a", "a"], "sample_id": [0, 0], "position": [0, 1]}
+    >>> shared_trajectories({10: pl.DataFrame({**key, "token_id": [5, 6]}),
+    ...     20: pl.DataFrame({**key, "token_id": [5, 7]})})
+    {10: False, 20: True}
+    """
+    if not tables:
+        return {}
+    lazies = {step: checked_lazy(t, POSITION_KEY, what="evolution") for step, t in tables.items()}
+    final = lazies[max(lazies)]
+    names = {step: set(lazy.collect_schema().names()) for step, lazy in lazies.items()}
+    final_names = names[max(lazies)]
+    final_rows = {}
+    shared = {}
+    for step, lazy in lazies.items():
+        key = [*POSITION_KEY, *(["token_id"] if "token_id" in names[step] & final_names else [])]
+        if tuple(key) not in final_rows:
+            final_rows[tuple(key)] = final.select(key).unique().collect()
+        rows = lazy.select(key).unique().collect()
+        ours = final_rows[tuple(key)]
+        shared[step] = rows.height == ours.height and rows.join(ours, on=key).height == rows.height
+    return dict(sorted(shared.items()))

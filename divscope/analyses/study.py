@@ -32,22 +32,27 @@ class Study:
     """The token table of a study and what it is read with.
 
     `compare` also takes a mapping label -> table, and `evolution` a mapping step -> table:
-    they become the labelled tables and `STEP=PATH` specs of the command line.
+    they become the labelled tables and `STEP=PATH` specs of the command line. Without `tokens`
+    the token table is the last `evolution` step's (e.g. of an evolution directory alone).
 
     >>> Study("rl.parquet", compare={"SFT": "sft.parquet"}).label
     ('SFT',)
+    >>> Study(evolution={30: "rl-step-30.parquet", 60: "rl-step-60.parquet"}).tokens
+    PosixPath('rl-step-60.parquet')
     """
 
-    tokens: Annotated[Path, Flag(argument=True)]
-    """Token table: a .parquet file or a directory of part-*.parquet."""
+    tokens: Annotated[Path | None, Flag(argument=True, metavar="TOKENS")] = None
+    """Token table: a .parquet file or a directory of part-*.parquet; default: the last
+    --evolution step's table."""
     compare: tuple[Path, ...] = ()
     """Another token table to compare with, e.g. the SFT control (repeat)."""
     label: tuple[str, ...] = ()
     """Label of each --compare table, in order (default: its name)."""
     evolution: tuple[str, ...] = ()
     """Token table of one RL checkpoint (repeat, at least two): a path whose name ends in the
-    training step (rl-step-40.parquet) or STEP=PATH. Drawn by plot and report (the training
-    evolution, core Fig. 11); analyze reads it not."""
+    training step (rl-step-40.parquet), STEP=PATH, or an evolution directory (divscope watch's
+    output: its rl-step-N.parquet tables). Drawn by plot and report (the training evolution,
+    core Fig. 11); analyze reads it not."""
     cross_sample: Annotated[Path | None, Flag("--cross-sample", "--xs")] = None
     """Cross-sample results (Parquet or JSONL) for accuracy curves."""
     reference: str | None = None
@@ -70,10 +75,18 @@ class Study:
         if isinstance(evolution, Mapping):
             evolution = tuple(f"{step}={path}" for step, path in evolution.items())
         set_ = object.__setattr__
-        set_(self, "tokens", Path(self.tokens))
+        set_(self, "evolution", tuple(str(s) for s in evolution))
+        tokens = self.tokens
+        if tokens is None:
+            if not self.evolution:
+                raise DivscopeError(
+                    "no token table: give TOKENS, or --evolution (the last step's table is then "
+                    "the token table)."
+                )
+            tokens = self.steps[max(self.steps)]
+        set_(self, "tokens", Path(tokens))
         set_(self, "compare", tuple(Path(p) for p in compare))
         set_(self, "label", tuple(label))
-        set_(self, "evolution", tuple(str(s) for s in evolution))
         for name in ("cross_sample", "difficulty"):
             if getattr(self, name) is not None:
                 set_(self, name, Path(getattr(self, name)))
@@ -178,29 +191,50 @@ def source_roles(path: str | os.PathLike) -> dict[str, str | None]:
 
 
 def evolution_steps(specs: tuple[str, ...] | list[str]) -> dict[int, Path]:
-    """Training step -> token table, from `STEP=PATH` or a path whose name ends in the step.
+    """Training step -> token table, ascending, from `STEP=PATH`, a path whose name ends in the
+    step, or an evolution directory: each of its `rl-step-N.parquet` tables at step N
+    (`divscope watch` and the monitor write one; a directory of `part-*.parquet` is one token
+    table, named by the first two rules).
 
     >>> evolution_steps(["runs/rl-step-40.parquet", "100=final.parquet"])
     {40: PosixPath('runs/rl-step-40.parquet'), 100: PosixPath('final.parquet')}
+
+    Raises:
+        DivscopeError: a step that cannot be told, a step given twice, or an evolution
+            directory without tables.
     """
+    from divscope.io import evolution_tables
+
     steps: dict[int, Path] = {}
     for spec in specs:
         step_text, separator, path_text = spec.partition("=")
         if separator and step_text.strip().isdigit():
-            step, path = int(step_text), Path(path_text)
+            found = {int(step_text): Path(path_text)}
+        elif Path(spec).is_dir() and not any(Path(spec).glob("part-*.parquet")):
+            found = evolution_tables(spec)
+            if not found:
+                raise DivscopeError(
+                    f"--evolution {spec}: a directory without rl-step-N.parquet tables (an "
+                    "evolution directory, as divscope watch writes) or part-*.parquet files (a "
+                    "token table); give the directory that holds them."
+                )
         else:
             path = Path(spec)
             match = re.search(r"(\d+)$", path.stem)
             if match is None:
                 raise DivscopeError(
                     f"--evolution {spec}: cannot tell the training step; name the table after "
-                    "its step (e.g. rl-step-100.parquet) or pass STEP=PATH (e.g. 100=rl.parquet)."
+                    "its step (e.g. rl-step-100.parquet), pass STEP=PATH (e.g. 100=rl.parquet) "
+                    "or an evolution directory of rl-step-N.parquet tables."
                 )
-            step = int(match.group(1))
-        if step in steps:
-            raise DivscopeError(f"--evolution: step {step} given twice ({steps[step]}, {path}).")
-        steps[step] = path
-    return steps
+            found = {int(match.group(1)): path}
+        for step, path in found.items():
+            if step in steps:
+                raise DivscopeError(
+                    f"--evolution: step {step} given twice ({steps[step]}, {path})."
+                )
+            steps[step] = path
+    return dict(sorted(steps.items()))
 
 
 __all__ = ["Study", "StudyTables", "evolution_steps", "source_roles"]

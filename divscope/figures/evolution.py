@@ -38,7 +38,10 @@ def evolution(
 
     (a) Percentiles of the divergence per training step. (b) Share of tokens above `threshold`.
     (c) Jaccard overlap of each step's divergent positions with the final checkpoint's: near 1
-    early means the positions that will diverge are fixed early in training.
+    early means the positions that will diverge are fixed early in training. Drawn for the
+    steps whose tables score the final step's trajectories (`analyses.shared_trajectories`);
+    where no earlier step does (a monitor that samples the policy at each step), the panel says
+    so instead.
 
     Args:
         tables: training step -> token table of the base model against that checkpoint.
@@ -80,6 +83,16 @@ def evolution(
     share.set_ylabel(f"tokens with {symbol} > {threshold:g} (%)")
     panel_title(share, "b", "share of divergent tokens")
     jaccard.plot(steps["step"], steps["jaccard_with_final"], marker="o", color=RL_COLOR)
+    if not steps["same_trajectories"][:-1].any():
+        jaccard.text(
+            0.5,
+            0.5,
+            "not comparable:\neach step scores\nits own sampled responses",
+            transform=jaccard.transAxes,
+            ha="center",
+            va="center",
+            color="0.35",
+        )
     jaccard.set_ylim(0, 1.03)
     jaccard.set_ylabel("Jaccard overlap with final (0–1)")
     panel_title(jaccard, "c", "overlap with the final model")

@@ -180,6 +180,9 @@ class FigureSpec:
     js_thresholds: tuple[float, ...] = ()
     """The core paper's JS thresholds the figure applies: on a metric other than `js`/`js_full`
     they are refused, or carried to it with `Metrics.rescale_thresholds`."""
+    note: Callable[[PlotInputs], str | None] | None = None
+    """A sentence the caption ends with where the inputs call for one (e.g. why a panel is
+    empty); None: none."""
 
     def __post_init__(self) -> None:
         if self.section not in SECTIONS:
@@ -194,6 +197,7 @@ def _table_figure(
     function: Callable[..., Figure],
     *,
     js: Sequence[str] = (),
+    note: Callable[[PlotInputs], str | None] | None = None,
     **options: str,
 ) -> FigureSpec:
     """The spec of a figure of token tables: `function(data, metric=..., **thresholds, **options)`.
@@ -201,8 +205,8 @@ def _table_figure(
     `data` is what `needs` names (the token table, `PlotInputs.tables` or the checkpoints),
     `metric` the section's; `js` names `function`'s keyword arguments whose defaults are the
     paper's JS thresholds, passed as they are on a JS metric and carried to another one (or
-    refused); `options` maps other keyword arguments to the `PlotInputs` fields they take
-    (dotted: `recovery.seed`).
+    refused); `note` ends the caption (`FigureSpec.note`); `options` maps other keyword
+    arguments to the `PlotInputs` fields they take (dotted: `recovery.seed`).
     """
     parameters = inspect.signature(function).parameters
     thresholds: dict[str, Any] = {keyword: parameters[keyword].default for keyword in js}
@@ -225,8 +229,24 @@ def _table_figure(
         )
 
     values = sorted({t for v in thresholds.values() for t in (v if isinstance(v, tuple) else (v,))})
-    spec = FigureSpec(name, needs, section, caption, draw, js_thresholds=tuple(values))
+    spec = FigureSpec(name, needs, section, caption, draw, js_thresholds=tuple(values), note=note)
     return spec
+
+
+def _evolution_note(inputs: PlotInputs) -> str | None:
+    """Why the overlap with the final checkpoint is left out, where it is: the steps whose
+    tables score other trajectories than the final step's (sampled at each step)."""
+    shared = analyses.shared_trajectories(inputs.checkpoints)
+    other = [step for step, same in shared.items() if not same]
+    if not other:
+        return None
+    listed = ", ".join(map(str, other))
+    return (
+        f"The tables of step(s) {listed} score other responses than the final step's (the policy "
+        "sampled at each step, as the monitor does): their overlap with the final divergent "
+        "positions is not defined and is left out (null); the percentiles and shares compare the "
+        "steps on the responses each sampled."
+    )
 
 
 def _refusal(spec: FigureSpec, inputs: PlotInputs) -> str | None:
@@ -353,7 +373,7 @@ FIGURES: dict[str, FigureSpec] = {
             "evolution", "evolution", "core",
             "{metric} percentiles, divergent share and overlap with the final checkpoint's "
             "divergent positions over RL training (Fig. 11a/b).",
-            figures.evolution, js=("threshold",),
+            figures.evolution, js=("threshold",), note=_evolution_note,
         ),
         _table_figure(
             "lorenz", "tokens", "takeover",
@@ -593,6 +613,8 @@ def figure_caption(spec: FigureSpec, inputs: PlotInputs) -> str:
         seed=inputs.recovery.seed,
     )
     caption += population_caption(spec, inputs)
+    note = spec.note(inputs) if spec.note is not None else None
+    caption += f" {note}" if note else ""
     if spec.js_thresholds and metric not in JS_METRICS:
         carried = "; ".join(
             f"{m.threshold:g} → {m.value:.4g} ({m.share_above:.2%} of tokens above)"

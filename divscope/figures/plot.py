@@ -124,8 +124,10 @@ def plot(
         roles=tables.roles,
     )
     inputs.population("core")  # a --population naming what the table lacks fails here
+    steps = study.steps
+    last = " (the last training step's)" if steps and study.tokens == steps[max(steps)] else ""
     description = (
-        f"Token table `{study.tokens}`: {frame.height:,} tokens; the core paper's figures on "
+        f"Token table `{study.tokens}`{last}: {frame.height:,} tokens; the core paper's figures on "
         f"`{core}`"
         + (" (JS thresholds carried at equal quantiles)" if metrics.carried else "")
         + f", the takeover paper's on `{takeover}`; seed {recovery.seed}."

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from divscope.analyses.study import evolution_steps
+from divscope.analyses.study import Study, evolution_steps
 from divscope.errors import DivscopeError
+from divscope.testing import synthetic_tokens
 
 
 def test_evolution_steps():
@@ -20,3 +21,40 @@ def test_evolution_steps():
         evolution_steps(["rl.parquet"])
     with pytest.raises(DivscopeError, match="step 4 given twice"):
         evolution_steps(["x-4.parquet", "4=y.parquet"])
+
+
+def test_an_evolution_directory_expands_to_its_step_tables(tmp_path):
+    evolution = tmp_path / "evolution"
+    evolution.mkdir()
+    for step in (500, 30, 60):
+        synthetic_tokens(n_prompts=1, n_samples=1, seed=step).write_parquet(
+            evolution / f"rl-step-{step}.parquet"
+        )
+    (evolution / "summary.jsonl").write_text("{}\n")
+    (evolution / ".rl-step-90.parquet.tmp").write_text("being written")
+    expected = {s: evolution / f"rl-step-{s}.parquet" for s in (30, 60, 500)}
+    assert evolution_steps([str(evolution)]) == expected
+    assert list(evolution_steps([str(evolution)])) == [30, 60, 500]
+    assert (
+        evolution_steps([str(evolution), f"1000={tmp_path / 'x.parquet'}"])[1000].name
+        == "x.parquet"
+    )
+    with pytest.raises(DivscopeError, match="step 60 given twice"):
+        evolution_steps([str(evolution), str(expected[60])])
+    # the token table defaults to the last step's
+    study = Study(evolution=(str(evolution),))
+    assert study.tokens == expected[500] and study.steps == expected
+    assert Study(tmp_path / "rl.parquet", evolution=(str(evolution),)).tokens.name == "rl.parquet"
+
+
+def test_a_directory_of_parts_stays_one_table_and_an_empty_one_is_refused(tmp_path):
+    parts = tmp_path / "ckpt7"
+    parts.mkdir()
+    synthetic_tokens(n_prompts=1, n_samples=1).write_parquet(parts / "part-00000.parquet")
+    assert evolution_steps([str(parts)]) == {7: parts}
+    empty = tmp_path / "evolution"
+    empty.mkdir()
+    with pytest.raises(DivscopeError, match="without rl-step-N.parquet tables"):
+        evolution_steps([str(empty)])
+    with pytest.raises(DivscopeError, match="give TOKENS, or --evolution"):
+        Study()

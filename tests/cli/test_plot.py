@@ -156,3 +156,26 @@ def test_plot_recovery_options_need_the_cross_sample_results(tables, tmp_path):
     assert result.exit_code == 2
     assert "give the cross-sample results with --cross-sample" in result.output
     assert "Traceback" not in result.output and not out.exists()
+
+
+@pytest.mark.parametrize("sampled", [True, False])
+def test_plot_of_an_evolution_directory_alone(tmp_path, sampled):
+    """An evolution directory (what divscope watch writes) is the checkpoints and, without
+    TOKENS, its last step's table the token table; sampled responses leave the overlap out."""
+    evolution = tmp_path / "evolution"
+    evolution.mkdir()
+    for i, step in enumerate((30, 60, 90)):
+        # sampled: each step its own responses (seeded lengths and tokens); else one set of
+        # responses scored at every step, its divergence growing
+        table = synthetic_tokens(n_prompts=2, seed=i if sampled else 0, scale=0.1 * (i + 1))
+        table.write_parquet(evolution / f"rl-step-{step}.parquet")
+    out = tmp_path / "figs"
+    arguments = ["--evolution", str(evolution), "--figure", "evolution", "--figure", "lorenz"]
+    result = runner.invoke(app, ["plot", "-o", str(out), "--format", "png", *arguments])
+    assert result.exit_code == 0, result.output
+    assert {p.name for p in out.iterdir()} == {"evolution.png", "lorenz.png", "index.md"}
+    index = (out / "index.md").read_text()
+    assert f"Token table `{evolution / 'rl-step-90.parquet'}` (the last training step's)" in index
+    note = "The tables of step(s) 30, 60 score other responses than the final step's"
+    assert (note in index) is sampled
+    assert "step 30 on rl trajectories" in index
