@@ -2,8 +2,8 @@
 
 One function per command, each importable from here and living in
 `divscope/<package>/<command>.py`: `score`, `analyze`, `plot`, `report`, `generate`, `grade`,
-`cross_sample`, `calibrate` and `weights`; and `quickstart` (all of them in turn, on the lab) in
-`divscope/lab_study.py`; with the configuration classes they take.
+`cross_sample`, `calibrate`, `weights` and `watch`; and `quickstart` (all of them in turn, on
+the lab) in `divscope/lab_study.py`; with the configuration classes they take.
 
 Each command's docstring has an example that runs on the lab in `fixtures/lab`.
 
@@ -33,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     "quickstart": "divscope.lab_study",
     "report": "divscope.reporting.report",
     "score": "divscope.scoring.score",
+    "watch": "divscope.monitor.watch",
     "weights": "divscope.scoring.weights",
     "DecodeConfig": "divscope.decoding.lockstep",
     "GenerateConfig": "divscope.generation.generate",

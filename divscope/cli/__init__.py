@@ -133,6 +133,7 @@ from divscope.cli import plot as _plot  # noqa: E402
 from divscope.cli import quickstart as _quickstart  # noqa: E402
 from divscope.cli import report as _report  # noqa: E402
 from divscope.cli import score as _score  # noqa: E402
+from divscope.cli import watch as _watch  # noqa: E402
 from divscope.cli import weights as _weights  # noqa: E402
 
 COMMANDS = {
@@ -146,6 +147,7 @@ COMMANDS = {
     "calibrate": _calibrate.COMMAND,
     "weights": _weights.COMMAND,
     "quickstart": _quickstart.COMMAND,
+    "watch": _watch.COMMAND,
 }
 """The generated commands, in the order of the help."""
 
