@@ -41,7 +41,7 @@ class Study:
     PosixPath('rl-step-60.parquet')
     """
 
-    tokens: Annotated[Path | None, Flag(argument=True, metavar="TOKENS")] = None
+    tokens: Annotated[Path | None, Flag(argument=True)] = None
     """Token table: a .parquet file or a directory of part-*.parquet; default: the last
     --evolution step's table."""
     compare: tuple[Path, ...] = ()

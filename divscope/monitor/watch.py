@@ -28,10 +28,10 @@ from typing import Annotated, Any
 
 import polars as pl
 
+from divscope.defaults import DEVICE
 from divscope.errors import DivscopeError
 from divscope.monitor.evolution import EvolutionDir
 from divscope.monitor.probe import Probe, ProbeConfig
-from divscope.defaults import DEVICE
 from divscope.params import LIBRARY_ONLY, Flag
 
 STEP_NAME = re.compile(r"^(?:.*?[-_])?(\d+)$")
@@ -52,7 +52,7 @@ class Watched:
     (False, 30.0)
     """
 
-    path: Annotated[Path, Flag(argument=True, metavar="CHECKPOINTS")]
+    path: Annotated[Path, Flag(argument=True, metavar="checkpoints")]
     """The directory the trainer saves its checkpoints into."""
     follow: bool = False
     """Keep polling CHECKPOINTS for new complete checkpoints until interrupted (Ctrl-C ends
@@ -213,11 +213,11 @@ def _weights(model: Path) -> list[Path]:
 
 def watch(
     checkpoints: Watched,
-    base: str,
-    probe: Path,
+    base: Annotated[str, Flag("--base")],
+    probe: Annotated[Path, Flag("--probe")],
     out: Annotated[Path | None, Flag("--out", "-o")] = None,
     sampling: Annotated[ProbeConfig, Flag(omit=("every",))] = ProbeConfig(),  # noqa: B008
-    device: str = DEVICE,
+    device: Annotated[str, Flag("--device")] = DEVICE,
     *,
     on_step: Annotated[Callable[[WatchedStep], None] | None, LIBRARY_ONLY] = None,
     progress: Annotated[bool, LIBRARY_ONLY] = True,
