@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import threading
 import time
@@ -160,8 +161,8 @@ def test_checkpoint_names(tmp_path):
 def test_a_sharded_checkpoint_waits_for_every_shard_its_index_names(tmp_path):
     target = save_checkpoint(30, tmp_path)
     (target / WEIGHTS).rename(target / "model-00001-of-00002.safetensors")
-    index = '{"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}'
-    (target / "model.safetensors.index.json").write_text(index)
+    shards = {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}
+    (target / "model.safetensors.index.json").write_text(json.dumps({"weight_map": shards}))
     (found,) = find_checkpoints(tmp_path)
     assert "model-00002-of-00002.safetensors, not there yet" in found.missing
 
