@@ -30,6 +30,7 @@ COMMANDS = {
     "cross_sample": "divscope.decoding.cross_sample",
     "calibrate": "divscope.decoding.calibrate",
     "weights": "divscope.scoring.weights",
+    "watch": "divscope.monitor.watch",
     "quickstart": "divscope.lab_study",
 }
 

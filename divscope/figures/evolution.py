@@ -82,8 +82,10 @@ def evolution(
     percent_axis(share.yaxis)
     share.set_ylabel(f"tokens with {symbol} > {threshold:g} (%)")
     panel_title(share, "b", "share of divergent tokens")
-    jaccard.plot(steps["step"], steps["jaccard_with_final"], marker="o", color=RL_COLOR)
-    if not steps["same_trajectories"][:-1].any():
+    if steps["same_trajectories"][:-1].any():
+        jaccard.plot(steps["step"], steps["jaccard_with_final"], marker="o", color=RL_COLOR)
+    else:  # only the final step against itself: nothing to compare
+        jaccard.set_xlim(share.get_xlim())
         jaccard.text(
             0.5,
             0.5,
