@@ -8,9 +8,10 @@ table per step and `summary.jsonl`) that `divscope plot --evolution OUT` draws a
 A checkpoint is a subdirectory whose name ends in its training step (`checkpoint-500`,
 `global_step_500`, `step-500`, `rl-step-500`) holding a Hugging Face model: `config.json` and
 its weights (`*.safetensors` or `pytorch_model*.bin`, every shard its index names), directly or,
-as verl's merger writes it, under `actor/huggingface`. With `--follow` it must also be complete:
-its weights files' names and sizes unchanged between two polls, so that a checkpoint still
-being written is scored on a later poll. Steps already in OUT are skipped (a restart resumes).
+as verl's merger writes it, under `actor/huggingface`. With `--follow` it must also be complete: its
+weights files' names and sizes unchanged for `--every-seconds` (two polls at least), so that a
+checkpoint still being written is scored on a later poll. Steps already in OUT are skipped (a
+restart resumes).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class Watched:
     after the checkpoint being scored); default: one pass over what is there."""
     every_seconds: Annotated[float, Flag(min=0)] = 30.0
     """Seconds between two polls with --follow; a checkpoint is scored once its weights files
-    are unchanged over two polls."""
+    are unchanged over two polls at least this far apart."""
     stop_after_idle: Annotated[float | None, Flag(min=0)] = None
     """With --follow, stop after this many seconds without a new checkpoint (for scripts);
     default: never."""
@@ -226,14 +227,14 @@ def watch(
     """Score each checkpoint a trainer saves against the frozen base, into an evolution directory.
 
     For trainers that are not transformers Trainers (verl, OpenRLHF), or after the fact: each
-    Hugging Face checkpoint under CHECKPOINTS (a subdirectory named for its step:
-    checkpoint-500, global_step_500, step-500, rl-step-500) is scored on the probe against
-    --base, loaded once, in step order: the probe's prompts sampled from the checkpoint with a
-    fixed seed (or its trajectories teacher-forced), scored base vs checkpoint. Each step's
-    token table and a line of its statistics go to OUT (`rl-step-N.parquet`, `summary.jsonl`),
-    which `divscope plot --evolution OUT` draws as Fig. 11. Steps already in OUT are skipped, so
-    a rerun resumes. With --follow it keeps polling for new complete checkpoints (weights
-    unchanged over two polls) until Ctrl-C (which ends after the checkpoint being scored) or
+    Hugging Face checkpoint under CHECKPOINTS (a subdirectory named for its step: checkpoint-500,
+    global_step_500, step-500, rl-step-500) is scored on the probe against --base, loaded once, in
+    step order: the probe's prompts sampled from the checkpoint with a fixed seed (or its
+    trajectories teacher-forced), scored base vs checkpoint. Each step's token table and a line of
+    its statistics go to OUT (`rl-step-N.parquet`, `summary.jsonl`), which `divscope plot
+    --evolution OUT` draws as Fig. 11. Steps already in OUT are skipped, so a rerun resumes. With
+    --follow it keeps polling for new complete checkpoints (weights unchanged over two polls at
+    least --every-seconds apart) until Ctrl-C (which ends after the checkpoint being scored) or
     --stop-after-idle.
 
     Args:
@@ -281,6 +282,7 @@ def watch(
     """
     from divscope.monitor.probe import ProbeScorer
     from divscope.monitor.statistics import step_statistics
+    from divscope.progress import note
 
     watched = Watched.of(checkpoints)
     checkpoints = watched.path
@@ -294,7 +296,7 @@ def watch(
     stopping = stop if stop is not None else threading.Event()
     scored: list[WatchedStep] = []
     skipped: set[int] = set()
-    seen: dict[int, tuple] = {}  # step -> weights at the previous poll (--follow)
+    seen: dict[int, tuple] = {}  # step -> its weights and since when (--follow)
     idle_since = time.monotonic()
     waiting = False
     with _interruptible(stopping):
@@ -305,8 +307,10 @@ def watch(
                 if checkpoint.step in done:
                     skipped |= {checkpoint.step} - {s.step for s in scored}
                     continue
-                if _ready(checkpoint, seen, watched.follow):
+                if _ready(checkpoint, seen, watched):
                     ready.append(checkpoint)
+                elif not watched.follow and progress:
+                    note(f"watch: {checkpoint.path.name} not scored: {checkpoint.missing}")
             if ready:
                 waiting = False
                 scored += _score_all(ready, scorer, evolution, model_options, stopping,
@@ -319,8 +323,6 @@ def watch(
             if watched.stop_after_idle is not None and idle >= watched.stop_after_idle:
                 break
             if not waiting and progress:
-                from divscope.progress import note
-
                 note(f"watch: waiting for new checkpoints in {checkpoints} (Ctrl-C stops)")
                 waiting = True
             wait = watched.every_seconds
@@ -330,17 +332,21 @@ def watch(
     return WatchReport(evolution.path, scored, sorted(skipped), interrupted=stopping.is_set())
 
 
-def _ready(checkpoint: Checkpoint, seen: dict[int, tuple], follow: bool) -> bool:
-    """Whether to score `checkpoint` now: its weights are all there and, with --follow,
-    unchanged since the previous poll."""
+def _ready(checkpoint: Checkpoint, seen: dict[int, tuple], watched: Watched) -> bool:
+    """Whether to score `checkpoint` now: its weights are all there and, with --follow, their
+    names and sizes have not changed for `every_seconds` (`seen`: step -> the weights and when
+    they were first seen so)."""
     if checkpoint.missing is not None:
         seen.pop(checkpoint.step, None)
         return False
-    if not follow:
+    if not watched.follow:
         return True
-    previous = seen.get(checkpoint.step)
-    seen[checkpoint.step] = checkpoint.weights
-    return previous == checkpoint.weights
+    now = time.monotonic()
+    weights, since = seen.get(checkpoint.step, (None, now))
+    if weights != checkpoint.weights:
+        seen[checkpoint.step] = (checkpoint.weights, now)
+        return False
+    return now - since >= watched.every_seconds
 
 
 def _score_all(

@@ -39,12 +39,16 @@ def arguments(checkpoints: Path, *more: str) -> list[str]:
 
 def test_watch_prints_a_line_per_checkpoint_and_resumes(checkpoints):
     out = checkpoints / "divscope-evolution"  # the default
+    incomplete = checkpoints / "checkpoint-90"  # saved up to its config: no weights yet
+    incomplete.mkdir()
+    shutil.copyfile(LAB / "rl-step-90" / "config.json", incomplete / "config.json")
     result = runner.invoke(app, arguments(checkpoints))
     assert result.exit_code == 0, result.output
     lines = [line for line in result.output.splitlines() if line.startswith("step ")]
     assert [line.split(":")[0] for line in lines] == ["step 30", "step 60"]
     assert "js>0.1 " in lines[0] and "Gini(ce) " in lines[0] and "(checkpoint-30)" in lines[0]
     assert f"Scored 2 checkpoints into {out}" in result.output
+    assert "watch: checkpoint-90 not scored: no weights file" in result.output
     assert sorted(p.name for p in out.iterdir()) == [
         "rl-step-30.parquet", "rl-step-60.parquet", "summary.jsonl",
     ]  # fmt: skip
