@@ -150,6 +150,8 @@ def attach(
     probe: Probe | str | os.PathLike | Any,
     config: ProbeConfig = ProbeConfig(),  # noqa: B008 (frozen, hashable)
     out: str | os.PathLike | None = None,
+    *,
+    score: ScoreConfig = ScoreConfig(),  # noqa: B008 (frozen, hashable)
 ) -> DivergenceCallback:
     """Build a `DivergenceCallback` for `trainer` and add it (`trainer.add_callback`).
 
@@ -159,6 +161,7 @@ def attach(
         probe: the probe set: a file, a frame or rows of prompts or trajectories.
         config: how probe prompts are sampled, and how often (`every`).
         out: the evolution directory; None: nothing is written.
+        score: top-p, temperature and batching of the scoring (as `divscope score`'s).
 
     Returns:
         The callback: its `measured` steps, its `scorer`.
@@ -183,6 +186,6 @@ def attach(
         True
         >>> tmp.cleanup()
     """
-    callback = DivergenceCallback(trainer, base, probe, config, out)
+    callback = DivergenceCallback(trainer, base, probe, config, out, score=score)
     trainer.add_callback(callback)
     return callback

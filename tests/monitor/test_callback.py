@@ -81,9 +81,9 @@ def test_grpo_run_logs_what_score_and_analyze_find(probe_prompts, tmp_path):
     evolution = tmp_path / "evolution"
     # Each probe response scored alone, as `divscope score` scores so few (one part each):
     # the logged numbers are then those of `score`, bit for bit.
-    callback = attach(trainer, BASE, probe_prompts, ProbeConfig(every=2, max_new_tokens=48),
-                      evolution)  # fmt: skip
-    callback.scorer.score_config = ScoreConfig(batch_tokens=1, source="rl")
+    config = ProbeConfig(every=2, max_new_tokens=48)
+    alone = ScoreConfig(batch_tokens=1)
+    callback = attach(trainer, BASE, probe_prompts, config, evolution, score=alone)
     trainer.train()
     assert callback.measured == [0, 2, 4]
     logged = {entry["step"]: entry for entry in trainer.state.log_history if STATISTICS[0] in entry}
