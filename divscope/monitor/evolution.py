@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,8 +22,6 @@ import polars as pl
 
 from divscope.errors import DivscopeError
 
-TABLE = re.compile(r"^rl-step-(\d+)\.parquet$")
-"""The name of a step's token table."""
 SUMMARY = "summary.jsonl"
 """The name of the summary."""
 
@@ -83,8 +80,9 @@ class EvolutionDir:
         """The steps whose token table is complete, ascending."""
         if not self.path.is_dir():
             return []
-        found = (TABLE.match(p.name) for p in self.path.iterdir() if p.is_file())
-        return sorted(int(m.group(1)) for m in found if m)
+        from divscope.io import evolution_tables
+
+        return list(evolution_tables(self.path))
 
     def summary(self) -> pl.DataFrame:
         """`summary.jsonl` as a frame, one row per step, ascending (no rows when empty)."""
