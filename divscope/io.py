@@ -160,9 +160,12 @@ def table_name(path: str | os.PathLike) -> str:
 # ---------------------------------------------------------------- trajectories
 
 
-def read_trajectories(path: str | os.PathLike) -> pl.DataFrame:
+def read_trajectories(
+    path: str | os.PathLike | pl.DataFrame, *, source: str | None = None
+) -> pl.DataFrame:
     """Read and validate a trajectory file (docs/contracts.md, "Trajectories"):
-    key + ids or key + text.
+    key + ids or key + text. `path` may also be a frame already in memory, validated the same
+    way; `source` names it in the messages (default: the path).
 
     Returns the frame with `prompt_id` as string and `sample_id` as Int32, ids as list[int64]
     when present, and the optional columns cast to their contract types.
@@ -174,8 +177,8 @@ def read_trajectories(path: str | os.PathLike) -> pl.DataFrame:
     >>> trajectories.height, trajectories.schema["sample_id"]
     (512, Int32)
     """
-    frame = read_table(path)
-    source = str(path)
+    frame = path if isinstance(path, pl.DataFrame) else read_table(path)
+    source = source or ("trajectories" if isinstance(path, pl.DataFrame) else str(path))
     require_columns(frame.columns, TRAJECTORY_KEY, source=source, what="trajectories")
     has_ids = all(c in frame.columns for c in TRAJECTORY_IDS)
     has_text = all(c in frame.columns for c in TRAJECTORY_TEXT)

@@ -13,9 +13,14 @@ from divscope.io import cast_columns, read_table
 from divscope.schema import PROMPT_IDS, PROMPT_KEY, PROMPT_OPTIONAL, PROMPT_TEXT, require_columns
 
 
-def read_prompts(path: str | os.PathLike) -> pl.DataFrame:
+def read_prompts(
+    path: str | os.PathLike | pl.DataFrame, *, source: str | None = None
+) -> pl.DataFrame:
     """Read and validate a prompt file: `prompt_id` (unique) and `prompt` (text) or
     `prompt_ids` (token ids), optional `answer`; other columns are carried through.
+
+    `path` may also be a frame already in memory, validated the same way; `source` names it
+    in the messages (default: the path).
 
     Returns the frame with `prompt_id` and `answer` as strings, `prompt_ids` as list[int64].
 
@@ -26,8 +31,8 @@ def read_prompts(path: str | os.PathLike) -> pl.DataFrame:
     >>> prompts.height, prompts["answer"].dtype
     (256, String)
     """
-    frame = read_table(path)
-    source = str(path)
+    frame = path if isinstance(path, pl.DataFrame) else read_table(path)
+    source = source or ("prompts" if isinstance(path, pl.DataFrame) else str(path))
     require_columns(frame.columns, [PROMPT_KEY], source=source, what="prompts")
     column = PROMPT_IDS if PROMPT_IDS in frame.columns else PROMPT_TEXT
     if column not in frame.columns:

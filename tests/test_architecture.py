@@ -175,6 +175,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("lab", ("divscope.lab",)),
     ("analyses", ("divscope.analyses",)),
+    ("monitor", ("divscope.monitor",)),
     ("formatting", ("divscope.formatting",)),
     ("figures", ("divscope.figures",)),
     ("reporting", ("divscope.reporting",)),

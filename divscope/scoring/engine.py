@@ -329,7 +329,7 @@ class _Plan:
             source="trajectories",
             what="scoring",
         )
-        _check_ids(trajectories, vocab)
+        check_ids(trajectories, vocab)
         prompts = trajectories["prompt_ids"].to_list()
         responses = trajectories["response_ids"].to_list()
         keys = trajectories.select(TRAJECTORY_KEY).rows()
@@ -370,8 +370,12 @@ class _Plan:
         return plan
 
 
-def _check_ids(trajectories: pl.DataFrame, vocab: int) -> None:
-    """Every trajectory has a prompt and a response, all ids inside the vocabulary."""
+def check_ids(trajectories: pl.DataFrame, vocab: int, *, source: str = "trajectories") -> None:
+    """Every trajectory has a prompt and a response, all ids inside the vocabulary.
+
+    Raises:
+        DivscopeError: naming `source`, the first bad trajectory and the offending id.
+    """
     for column in TRAJECTORY_IDS:
         ids = pl.col(column)
         bad = trajectories.filter(
@@ -384,12 +388,12 @@ def _check_ids(trajectories: pl.DataFrame, vocab: int) -> None:
         if not row[column]:
             part = column.removesuffix("_ids")
             raise DivscopeError(
-                f"trajectories: empty {part} for {where}; every trajectory needs at least "
+                f"{source}: empty {part} for {where}; every trajectory needs at least "
                 "one prompt token (e.g. BOS) and one response token."
             )
         offending = next(i for i in row[column] if not 0 <= i < vocab)
         raise DivscopeError(
-            f"trajectories: token id {offending} of {where} is outside the tokenizer's "
+            f"{source}: token id {offending} of {where} is outside the tokenizer's "
             f"vocabulary [0, {vocab})."
         )
 
