@@ -38,7 +38,7 @@ def monitor_figure(summary):
     percent_axis(share.yaxis)
     share.set_ylabel("probe tokens with JS > 0.1 (%)")
     panel_title(share, "a", "divergent share")
-    gini.plot(steps, summary["divscope/gini_ce"], marker="o", color=RL_COLOR)
+    gini.plot(steps, summary["divscope/ce_gini"], marker="o", color=RL_COLOR)
     gini.set_ylabel("Gini of CE over probe tokens")
     panel_title(gini, "b", "concentration")
     accuracy.plot(steps, summary[REWARD], marker="o", color=RL_COLOR, label="training reward")
@@ -62,7 +62,9 @@ def main() -> None:
     args = parser.parse_args()
     summary = EvolutionDir(args.evolution).summary().sort("step")
     monitor_figure(summary).savefig(args.out)
-    print(summary.select("step", "divscope/js_above_0.1", "divscope/gini_ce", REWARD, PROBE_ACCURACY))
+    print(
+        summary.select("step", "divscope/js_above_0.1", "divscope/ce_gini", REWARD, PROBE_ACCURACY)
+    )
 
 
 if __name__ == "__main__":

@@ -125,12 +125,14 @@ class GRPOMonitor:
         statistics[REWARD] = sum(self.rewards) / len(self.rewards)
         statistics[PROBE_ACCURACY] = self._accuracy(tokens)
         self.rewards = []
-        self.evolution.write(stats.step, tokens, statistics, seconds)
+        self.evolution.write(
+            stats.step, tokens, statistics, seconds, self.scorer.metadata(stats.step, self.policy)
+        )
         self.wall_s += time.perf_counter() - started
         self.cpu_s += time.process_time() - cpu_started
         self.log(
             f"monitor step {stats.step}: JS > 0.1 {statistics['divscope/js_above_0.1']:.2%}, "
-            f"Gini of CE {statistics['divscope/gini_ce']:.3f}, "
+            f"Gini of CE {statistics['divscope/ce_gini']:.3f}, "
             f"probe accuracy {statistics[PROBE_ACCURACY]:.3f}, "
             f"reward {statistics[REWARD]:.3f}, {seconds:.1f} s"
         )
@@ -142,7 +144,9 @@ class GRPOMonitor:
             .group_by("prompt_id", "sample_id", maintain_order=True)
             .agg("token_id")
         )
-        texts = self.tokenizer.batch_decode(responses["token_id"], skip_special_tokens=True)
+        texts = self.tokenizer.batch_decode(
+            responses["token_id"].to_list(), skip_special_tokens=True
+        )
         correct = [
             verify(text, self.answers[prompt_id])
             for prompt_id, text in zip(responses["prompt_id"], texts, strict=True)

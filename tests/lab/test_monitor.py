@@ -10,7 +10,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from divscope.errors import DivscopeError
 from divscope.io import read_token_table
-from divscope.lab.family import BuildConfig, build
+from divscope.lab.family import build
 from divscope.lab.monitor import PROBE_ACCURACY, REWARD, GRPOMonitor, MonitorConfig
 from divscope.lab.task import verify
 from divscope.monitor import EvolutionDir, step_statistics
@@ -43,7 +43,14 @@ def test_monitor_off_writes_the_build_unchanged(builds):
     path, report, lines = builds["off"]
     assert not (path / "monitor").exists()
     assert "monitor" not in report
-    assert list(report["timings"]) == ["pretrain", "grpo", "sft", "evaluate", "trajectories", "total"]
+    assert list(report["timings"]) == [
+        "pretrain",
+        "grpo",
+        "sft",
+        "evaluate",
+        "trajectories",
+        "total",
+    ]
     assert not any(line.startswith("monitor") for line in lines)
 
 
@@ -67,7 +74,9 @@ def test_monitor_writes_each_measured_step(builds):
     assert len(logged) == 2
     # reward: the mean of the rounds since the last measurement, from the rounds' own lines.
     rewards = [
-        float(m.group(1)) for line in lines if (m := re.match(r"grpo step \d+/4 reward (\S+)", line))
+        float(m.group(1))
+        for line in lines
+        if (m := re.match(r"grpo step \d+/4 reward (\S+)", line))
     ]
     expected = [(rewards[0] + rewards[1]) / 2, (rewards[2] + rewards[3]) / 2]
     assert summary[REWARD].to_list() == pytest.approx(expected, abs=1e-3)
@@ -142,7 +151,8 @@ def test_monitor_refuses_a_probe_shorter_than_asked(tmp_path):
     lab = "fixtures/lab"
     base = AutoModelForCausalLM.from_pretrained(f"{lab}/base")
     tokenizer = AutoTokenizer.from_pretrained(f"{lab}/base")
-    rows = [json.loads(line) for line in open(f"{lab}/prompts/eval.jsonl")][:4]
+    with open(f"{lab}/prompts/eval.jsonl") as f:
+        rows = [json.loads(line) for line in f][:4]
     with pytest.raises(DivscopeError, match="needs 32 eval prompts, there are 4"):
         GRPOMonitor(
             base, base, tokenizer, rows, tmp_path, config=MonitorConfig(), max_new_tokens=8,
