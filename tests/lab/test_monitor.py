@@ -91,7 +91,7 @@ def test_monitor_writes_each_measured_step(builds):
         assert tokens["sample_id"].unique().to_list() == [0]
         # The logged statistics are the table's.
         for name, value in step_statistics(tokens).items():
-            assert row[name] == pytest.approx(value, rel=1e-9), name
+            assert row[name] == pytest.approx(value, rel=1e-9, nan_ok=True), name
         # By hand: the share of tokens with JS > 0.1, and the probe's accuracy.
         assert row["divscope/js_above_0.1"] == pytest.approx((tokens["js"] > 0.1).mean())
         responses = tokens.sort("position").group_by("prompt_id").agg("token_id")
