@@ -39,6 +39,8 @@ def monitor_figure(summary):
     share.set_ylabel("probe tokens with JS > 0.1 (%)")
     panel_title(share, "a", "divergent share")
     gini.plot(steps, summary["divscope/ce_gini"], marker="o", color=RL_COLOR)
+    # A fixed span of 0.1 at least, so that a flat curve looks flat.
+    gini.set_ylim(min(0.9, summary["divscope/ce_gini"].min() - 0.01), 1.0)
     gini.set_ylabel("Gini of CE over probe tokens")
     panel_title(gini, "b", "concentration")
     accuracy.plot(steps, summary[REWARD], marker="o", color=RL_COLOR, label="training reward")
