@@ -13,7 +13,7 @@ policy for each probe size of `--sizes`, and prints Markdown tables: the wall an
 their ratio, the monitor's own time against the GRPO rounds of the same runs, the per-token
 costs, and the cost per probe size.
 
-    python bench/monitor.py            # 30 rounds, 2 runs each way, probes 8/32/64 (~7 min)
+    python bench/monitor.py            # 30 rounds, 2 runs each way, probes 8/32/64 (~5 min)
     python bench/monitor.py --rounds 150 --repeats 1 --evolution runs/lab-monitor
 
 `--evolution DIR` keeps the monitored runs' evolution directory (else a temporary one): the

@@ -115,7 +115,7 @@ def build(
         smoke: A few steps of each stage only (`BuildConfig.smoke`): checks the set-up quickly.
         monitor: Watch GRPO: every 10 rounds, sample the policy on the first 32 eval prompts
             and score it against base (JS > 0.1 share, Gini of CE, ...), logging a line and
-            writing OUT_DIR/monitor/, an evolution directory (`divscope plot --evolution`).
+            writing OUT_DIR/monitor/, an evolution directory (`divscope.monitor.EvolutionDir`).
             It changes no weight; off, the build writes exactly what it did before.
         config: stage settings; None: `BuildConfig()`, the committed family's (or
             `BuildConfig.smoke()` with `smoke`).
