@@ -3,6 +3,7 @@
 import hashlib
 import json
 import re
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -15,6 +16,8 @@ from divscope.lab.monitor import PROBE_ACCURACY, REWARD, GRPOMonitor, MonitorCon
 from divscope.lab.task import verify
 from divscope.monitor import EvolutionDir, step_statistics
 from divscope.scoring.engine import score_table
+
+LAB = Path(__file__).resolve().parents[2] / "fixtures" / "lab"
 
 
 def _digests(root):
@@ -148,10 +151,9 @@ def test_monitor_config_refuses_zero():
 
 
 def test_monitor_refuses_a_probe_shorter_than_asked(tmp_path):
-    lab = "fixtures/lab"
-    base = AutoModelForCausalLM.from_pretrained(f"{lab}/base")
-    tokenizer = AutoTokenizer.from_pretrained(f"{lab}/base")
-    with open(f"{lab}/prompts/eval.jsonl") as f:
+    base = AutoModelForCausalLM.from_pretrained(LAB / "base")
+    tokenizer = AutoTokenizer.from_pretrained(LAB / "base")
+    with (LAB / "prompts" / "eval.jsonl").open() as f:
         rows = [json.loads(line) for line in f][:4]
     with pytest.raises(DivscopeError, match="needs 32 eval prompts, there are 4"):
         GRPOMonitor(
