@@ -16,10 +16,12 @@ from divscope._lazy import lazy_exports
 # name -> module; loaded on first use, so that importing the package loads no torch.
 _EXPORTS: dict[str, str] = {
     "STATISTICS": "divscope.monitor.statistics",
+    "DivergenceCallback": "divscope.monitor.callback",
     "EvolutionDir": "divscope.monitor.evolution",
     "Probe": "divscope.monitor.probe",
     "ProbeConfig": "divscope.monitor.probe",
     "ProbeScorer": "divscope.monitor.probe",
+    "attach": "divscope.monitor.callback",
     "step_statistics": "divscope.monitor.statistics",
 }
 

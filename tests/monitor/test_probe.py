@@ -116,6 +116,8 @@ def test_bad_probe_rows_are_refused_naming_the_file(tmp_path):
     ).write_ndjson(responses)
     with pytest.raises(DivscopeError, match=r"trajectories\.jsonl: empty response"):
         ProbeScorer(BASE, responses)
+    with pytest.raises(DivscopeError, match=r"the probe \(given in memory\): prompts need"):
+        Probe.read([{"prompt_id": "a", "question": "?"}])
     no_prompt = tmp_path / "no_prompt.jsonl"
     pl.DataFrame({"prompt_id": ["a"], "question": ["?"]}).write_ndjson(no_prompt)
     with pytest.raises(DivscopeError, match=r"no_prompt\.jsonl: prompts need 'prompt'"):
