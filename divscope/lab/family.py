@@ -9,6 +9,8 @@ Layout of OUT_DIR:
     trajectories.jsonl           reference trajectories of base and rl on the first eval prompts
     trajectories-sft.jsonl       the same for sft (its own samples, for SFT-vs-base scoring)
     build.json                   seed, configuration, timings, sizes, eval accuracies with 95% CIs
+    monitor/                     with `--monitor` only: the evolution directory of GRPO
+                                 (`divscope.lab.monitor`): rl-step-N.parquet, summary.jsonl
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from divscope.errors import DivscopeError
 from divscope.lab.evaluate import evaluate
 from divscope.lab.grpo import GRPOConfig, train_grpo
 from divscope.lab.model import ModelConfig, new_model
+from divscope.lab.monitor import GRPOMonitor, MonitorConfig
 from divscope.lab.pretrain import PretrainConfig, pretrain
 from divscope.lab.sft import SFTConfig, train_sft
 from divscope.lab.task import Problem, TaskConfig, sample_problem, teacher_solution, verify
@@ -41,7 +44,7 @@ from divscope.models.threads import torch_threads
 from divscope.params import LIBRARY_ONLY
 
 # Offsets that give each random stream of a build its own seed.
-_PROMPTS, _INIT, _PRETRAIN, _GRPO, _SFT, _EVAL, _TRAJECTORIES, _TOKENIZER = range(8)
+_PROMPTS, _INIT, _PRETRAIN, _GRPO, _SFT, _EVAL, _TRAJECTORIES, _TOKENIZER, _MONITOR = range(9)
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,9 @@ def build(
     *,
     seed: int = SEED,
     smoke: bool = False,
+    monitor: bool = False,
     config: Annotated[BuildConfig | None, LIBRARY_ONLY] = None,
+    monitor_config: Annotated[MonitorConfig | None, LIBRARY_ONLY] = None,
     log: Annotated[Callable[[str], None], LIBRARY_ONLY] = print,
 ) -> dict:
     """Train the lab family from scratch and write it to a directory.
@@ -108,8 +113,14 @@ def build(
         out_dir: New or empty directory to write the family to.
         seed: Seed of every random stream (same seed and config: same weights and accuracies).
         smoke: A few steps of each stage only (`BuildConfig.smoke`): checks the set-up quickly.
+        monitor: Watch GRPO: every 10 rounds, sample the policy on the first 32 eval prompts
+            and score it against base (JS > 0.1 share, Gini of CE, ...), logging a line and
+            writing OUT_DIR/monitor/, an evolution directory (`divscope.monitor.EvolutionDir`).
+            It changes no weight; off, the build writes exactly what it did before.
         config: stage settings; None: `BuildConfig()`, the committed family's (or
             `BuildConfig.smoke()` with `smoke`).
+        monitor_config: the monitor's probe size and interval; None: `MonitorConfig()` (or
+            `MonitorConfig.smoke()` with `smoke`). Needs `monitor`.
         log: receives each progress line (default: printed). transformers' progress bars are
             off during the build: one per checkpoint load would drown the lines.
 
@@ -117,12 +128,16 @@ def build(
         The content of `out_dir/build.json`.
 
     Raises:
-        DivscopeError: if `out_dir` exists and is not an empty directory, or both `smoke` and
-            `config` are given.
+        DivscopeError: if `out_dir` exists and is not an empty directory, both `smoke` and
+            `config` are given, or `monitor_config` without `monitor`.
     """
     if smoke and config is not None:
         raise DivscopeError("lab build: smoke and config both given; pass one.")
+    if monitor_config is not None and not monitor:
+        raise DivscopeError("lab build: monitor_config given without monitor; pass monitor=True.")
     config = config or (BuildConfig.smoke() if smoke else BuildConfig())
+    if monitor:
+        monitor_config = monitor_config or (MonitorConfig.smoke() if smoke else MonitorConfig())
     out_dir = Path(out_dir)
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise DivscopeError(
@@ -133,13 +148,19 @@ def build(
     transformers.utils.logging.disable_progress_bar()
     try:
         with torch_threads(config.threads):
-            return _build(out_dir, seed, config, log)
+            return _build(out_dir, seed, config, monitor_config, log)
     finally:
         if bars:
             transformers.utils.logging.enable_progress_bar()
 
 
-def _build(out_dir: Path, seed: int, config: BuildConfig, log: Callable[[str], None]) -> dict:
+def _build(
+    out_dir: Path,
+    seed: int,
+    config: BuildConfig,
+    monitor_config: MonitorConfig | None,
+    log: Callable[[str], None],
+) -> dict:
     load_at_start = os.getloadavg()[0]
     started, cpu_started = time.perf_counter(), time.process_time()
     timings: dict[str, dict[str, float]] = {}
@@ -180,6 +201,19 @@ def _build(out_dir: Path, seed: int, config: BuildConfig, log: Callable[[str], N
         rl_steps.append(f"rl-step-{step}")
         _save(rl, tokenizer, out_dir / rl_steps[-1])
 
+    monitor = None
+    if monitor_config is not None:
+        monitor = GRPOMonitor(
+            rl,
+            base,
+            tokenizer,
+            _prompt_rows("eval", eval_problems),
+            out_dir / "monitor",
+            config=monitor_config,
+            max_new_tokens=config.grpo.max_new_tokens,
+            seed=seed * 100 + _MONITOR,
+            log=log,
+        )
     train_grpo(
         rl,
         base,
@@ -190,9 +224,14 @@ def _build(out_dir: Path, seed: int, config: BuildConfig, log: Callable[[str], N
         seed=seed * 100 + _GRPO,
         log=log,
         on_checkpoint=checkpoint,
+        on_round=monitor,
     )
     _save(rl, tokenizer, out_dir / "rl")
     clock = stage("grpo", clock)
+    if monitor is not None:
+        # Inside the grpo stage's time: what the monitor added to it.
+        timings["grpo_monitor"] = {"wall_s": monitor.wall_s, "cpu_s": monitor.cpu_s}
+        log(f"grpo_monitor: {monitor.wall_s:.0f} s wall, {monitor.cpu_s:.0f} s CPU (in grpo)")
 
     sft = copy.deepcopy(base)
     train_sft(
@@ -248,6 +287,8 @@ def _build(out_dir: Path, seed: int, config: BuildConfig, log: Callable[[str], N
         "total_weight_bytes": sum(size["weight_bytes"] for size in sizes.values()),
         "eval": accuracies,
     }
+    if monitor_config is not None:
+        report["monitor"] = {**dataclasses.asdict(monitor_config), "seed": seed * 100 + _MONITOR}
     (out_dir / "build.json").write_text(json.dumps(report, indent=2) + "\n")
     log(f"total: {timings['total']['wall_s']:.0f} s wall, {timings['total']['cpu_s']:.0f} s CPU")
     return report
@@ -271,15 +312,22 @@ def _prompt_id(split: str, index: int, n_prompts: int) -> str:
     return f"{split}-{index:0{len(str(n_prompts - 1))}d}"
 
 
+def _prompt_rows(split: str, problems: list[Problem]) -> list[dict[str, str]]:
+    """The rows of prompts/{split}.jsonl: prompt_id, prompt, answer."""
+    return [
+        {
+            "prompt_id": _prompt_id(split, i, len(problems)),
+            "prompt": p.prompt,
+            "answer": str(p.answer),
+        }
+        for i, p in enumerate(problems)
+    ]
+
+
 def _write_prompts(path: Path, split: str, problems: list[Problem]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as f:
-        for i, p in enumerate(problems):
-            row = {
-                "prompt_id": _prompt_id(split, i, len(problems)),
-                "prompt": p.prompt,
-                "answer": str(p.answer),
-            }
+        for row in _prompt_rows(split, problems):
             f.write(json.dumps(row) + "\n")
 
 

@@ -261,6 +261,7 @@ def train_grpo(
     seed: int,
     log: Callable[[str], None],
     on_checkpoint: Callable[[int], None],
+    on_round: Callable[[RoundStats], None] | None = None,
 ) -> list[RoundStats]:
     """Train `model` in place with GRPO on the training prompts.
 
@@ -271,6 +272,9 @@ def train_grpo(
         answers: gold answers, aligned with `prompts`.
         on_checkpoint: called with the round number every `checkpoint_every` rounds (not after
             the last round).
+        on_round: called with each round's `RoundStats` after the round, the policy in eval
+            mode (e.g. a `divscope.lab.monitor.GRPOMonitor`). It must leave the policy's weights
+            and the training's random streams alone: they are the round's only state.
 
     Returns:
         One `RoundStats` per round.
@@ -354,6 +358,8 @@ def train_grpo(
             stats = history[-1]
             line += f" alpha {alpha:.1f} weight {stats.weight_min:.3f}-{stats.weight_max:.3f}"
         log(line)
+        if on_round is not None:
+            on_round(history[-1])
         if step % config.checkpoint_every == 0 and step < config.steps:
             on_checkpoint(step)
     return history
