@@ -41,6 +41,8 @@ VERL_MODEL = Path("actor", "huggingface")
 """Where verl's model merger writes the Hugging Face model inside `global_step_N`."""
 SHARDS = ("*rank*.pt", "*.distcp")
 """Files of a sharded FSDP/DCP checkpoint (verl's `model_world_size_W_rank_R.pt`)."""
+POLL_SLICE = 0.25
+"""Seconds between two looks at a stop request while --follow waits (how fast Ctrl-C ends it)."""
 OUT_NAME = "divscope-evolution"
 """The default evolution directory, inside CHECKPOINTS."""
 
@@ -299,8 +301,12 @@ def watch(
     seen: dict[int, tuple] = {}  # step -> its weights and since when (--follow)
     idle_since = time.monotonic()
     waiting = False
-    with _interruptible(stopping):
-        while not stopping.is_set():
+    with _interruptible(stopping) as interrupt:
+
+        def stopped() -> bool:
+            return stopping.is_set() or interrupt.requested
+
+        while not stopped():
             done = set(evolution.steps())
             ready = []
             for checkpoint in find_checkpoints(checkpoints):
@@ -313,7 +319,7 @@ def watch(
                     note(f"watch: {checkpoint.path.name} not scored: {checkpoint.missing}")
             if ready:
                 waiting = False
-                scored += _score_all(ready, scorer, evolution, model_options, stopping,
+                scored += _score_all(ready, scorer, evolution, model_options, stopped,
                                      on_step, progress, step_statistics)  # fmt: skip
                 idle_since = time.monotonic()
                 continue  # poll again at once: more may have appeared meanwhile
@@ -328,8 +334,11 @@ def watch(
             wait = watched.every_seconds
             if watched.stop_after_idle is not None:
                 wait = min(wait, max(watched.stop_after_idle - idle, 0.0))
-            stopping.wait(wait)
-    return WatchReport(evolution.path, scored, sorted(skipped), interrupted=stopping.is_set())
+            end = time.monotonic() + wait
+            while not stopped() and (left := end - time.monotonic()) > 0:
+                stopping.wait(min(left, POLL_SLICE))  # a stop set by another thread wakes it
+        interrupted = stopped()
+    return WatchReport(evolution.path, scored, sorted(skipped), interrupted=interrupted)
 
 
 def _ready(checkpoint: Checkpoint, seen: dict[int, tuple], watched: Watched) -> bool:
@@ -354,19 +363,19 @@ def _score_all(
     scorer: Any,
     evolution: EvolutionDir,
     model_options: dict[str, Any],
-    stopping: threading.Event,
+    stopped: Callable[[], bool],
     on_step: Callable[[WatchedStep], None] | None,
     progress: bool,
     step_statistics: Callable[[pl.DataFrame], dict[str, float]],
 ) -> list[WatchedStep]:
-    """Score each of `ready` in step order into `evolution`, until `stopping` is set."""
+    """Score each of `ready` in step order into `evolution`, until `stopped()`."""
     from divscope.models.loading import load_model
     from divscope.progress import Progress
 
     scored = []
     with Progress(len(ready), desc="watch", unit="checkpoint", enabled=progress) as bar:
         for checkpoint in ready:
-            if stopping.is_set():
+            if stopped():
                 break
             start = time.perf_counter()
             policy = load_model(str(checkpoint.model), **model_options)
@@ -418,11 +427,14 @@ def _place(name: Any) -> Any:
 
 
 class _interruptible:
-    """Within it, Ctrl-C (SIGINT) sets `stopping` (the checkpoint being scored is finished);
-    a second Ctrl-C interrupts at once. Outside the main thread, nothing is installed."""
+    """Within it, Ctrl-C (SIGINT) sets `requested` (the checkpoint being scored is finished);
+    a second Ctrl-C interrupts at once. Outside the main thread, nothing is installed. The
+    handler only sets a flag and writes with `os.write`: a handler that set a `threading.Event`
+    or printed could deadlock on a lock the interrupted code holds."""
 
     def __init__(self, stopping: threading.Event) -> None:
         self.stopping = stopping
+        self.requested = False
         self.previous: Any = None
 
     def __enter__(self) -> _interruptible:
@@ -431,12 +443,11 @@ class _interruptible:
         return self
 
     def _handle(self, signum: int, frame: Any) -> None:
-        if self.stopping.is_set():
+        if self.requested or self.stopping.is_set():
             raise KeyboardInterrupt
-        self.stopping.set()
-        from divscope.progress import note
-
-        note("watch: stopping after the checkpoint being scored (Ctrl-C again to stop now)")
+        self.requested = True
+        os.write(2, b"note: watch: stopping after the checkpoint being scored (Ctrl-C again to "
+                    b"stop now)\n")  # fmt: skip
 
     def __exit__(self, *exc: object) -> None:
         if self.previous is not None:
