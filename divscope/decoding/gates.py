@@ -22,10 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import polars as pl
 
 from divscope.errors import DivscopeError
-from divscope.io import write_json
 from divscope.schema import require_columns
 
 # Token-table column behind each gated policy.
@@ -70,6 +68,8 @@ class Calibration:
 
     def to_json(self, path: str | os.PathLike) -> None:
         """Write the calibration as a small JSON file, atomically, replacing `path`."""
+        from divscope.io import write_json
+
         write_json(asdict(self), path, overwrite=True)
 
     @staticmethod
@@ -136,13 +136,14 @@ def calibrate_scores(scores: np.ndarray, rate: float, *, source: str = "calibrat
 
 
 def calibrate_table(
-    table: pl.DataFrame | pl.LazyFrame, rates: float | Sequence[float], window: int, source: str
+    table: Any, rates: float | Sequence[float], window: int, source: str
 ) -> Calibration:
     """Calibrate both gates on a token table's `ce_base_rl` and `entropy_base` columns, at
     each rate (the scores are read once).
 
     Args:
-        table: token-table rows (the base model's responses, scored against the RL model).
+        table: token-table rows (the base model's responses, scored against the RL model): a
+            polars DataFrame or LazyFrame.
         rates: target takeover rates r in (0, 1), one or several (each given once).
         window: W of the gates' recent mean (stored, not used by the calibration).
         source: a description of the table for the JSON.
