@@ -47,7 +47,8 @@ def as_arrow(table: Any) -> pa.Table:
 
 
 def read_arrow(path: str | os.PathLike) -> pa.Table:
-    """Read a Parquet file, a directory of Parquet parts, or a JSONL file.
+    """Read a Parquet file, a directory of Parquet parts, or a JSONL file; text and list
+    columns as `large_string` and `large_list` (`large`), the types divscope writes.
 
     Raises:
         DivscopeError: the path does not exist, has an unknown suffix or cannot be parsed.
@@ -60,13 +61,12 @@ def read_arrow(path: str | os.PathLike) -> pa.Table:
         raise DivscopeError(f"{path}: no such file or directory.")
     try:
         if path.is_dir():
-            return pa.concat_tables(
-                [pq.read_table(part) for part in part_files(path)], promote_options="permissive"
-            )
+            parts = [large(pq.read_table(part)) for part in part_files(path)]
+            return pa.concat_tables(parts, promote_options="permissive")
         if path.suffix in PARQUET_SUFFIXES:
-            return pq.read_table(path)
+            return large(pq.read_table(path))
         if path.suffix in JSONL_SUFFIXES:
-            return pa_json.read_json(path)
+            return large(pa_json.read_json(path))
     except DivscopeError:
         raise
     except Exception as error:  # pyarrow raises many types for corrupt input
@@ -76,6 +76,27 @@ def read_arrow(path: str | os.PathLike) -> pa.Table:
         f"{path}: unknown file type {path.suffix!r}; use .parquet or .jsonl "
         "(or a directory of part-*.parquet files)."
     )
+
+
+def large(table: pa.Table) -> pa.Table:
+    """`table` with its text as `large_string` and its lists as `large_list` (nested too), as
+    polars reads and writes them; its schema metadata is dropped.
+
+    >>> large(pa.table({"a": ["x"], "b": [[1]]})).schema
+    a: large_string
+    b: large_list<item: int64>
+      child 0, item: int64
+    """
+    fields = [pa.field(f.name, _large_type(f.type)) for f in table.schema]
+    return table.cast(pa.schema(fields))
+
+
+def _large_type(dtype: pa.DataType) -> pa.DataType:
+    if pa.types.is_string(dtype) or pa.types.is_large_string(dtype) or dtype == pa.string_view():
+        return pa.large_string()
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+        return pa.large_list(_large_type(dtype.value_type))
+    return dtype
 
 
 def part_files(directory: Path) -> list[Path]:
