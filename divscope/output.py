@@ -100,8 +100,10 @@ def _polars_name(dtype: pa.DataType) -> str:
         return "Boolean"
     if pa.types.is_null(dtype):
         return "Null"
-    if pa.types.is_integer(dtype) or pa.types.is_floating(dtype):
-        return str(dtype).replace("int", "Int").replace("uInt", "UInt").replace("float", "Float")
+    if pa.types.is_integer(dtype):
+        return f"{'Int' if pa.types.is_signed_integer(dtype) else 'UInt'}{dtype.bit_width}"
+    if pa.types.is_floating(dtype):
+        return f"Float{dtype.bit_width}"
     return str(dtype)
 
 

@@ -51,7 +51,7 @@ def test_read_trajectories_jsonl_and_parquet_agree(tmp_path, suffix):
         ),
         (
             [{"prompt_id": "a", "sample_id": "x", "prompt": "w1", "response": "w2"}],
-            "column 'sample_id' has the wrong type: String, expected Int32",
+            "column 'sample_id' has the wrong type: large_string, expected int32",
         ),
     ],
 )
