@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,19 +28,15 @@ from divscope.output import (
     METADATA_KEY,
     PARQUET_SUFFIXES,
     check_target,
-    remove,
-    temporary,
     write_atomically,
 )
 from divscope.progress import note
 from divscope.schema import CROSS_SAMPLE, TOKEN_TABLE_ARROW, require_columns
 from divscope.tables import (
-    as_arrow,
     attach_ids,
     part_files,
     read_trajectories_arrow,
     token_table_files,
-    token_table_schema,
 )
 
 
@@ -197,86 +192,6 @@ def attach_token_ids(frame: pl.DataFrame, tokenizer: Any) -> pl.DataFrame:
 
 
 # ---------------------------------------------------------------- token tables
-
-
-class TokenTableWriter:
-    """Stream a token table to Parquet; the output appears only when complete.
-
-    A path ending in `.parquet` becomes one file, written one row group per `write` call. Any
-    other path becomes a directory of `part-NNNNN.parquet` files of about `rows_per_part` rows.
-    Everything is written under a hidden temporary name next to the output and renamed into
-    place on a clean exit; on an exception the temporary output is removed and an existing
-    output (replaced only with `overwrite=True`) is left untouched.
-
-    Example (a row of nulls stands in for scored rows; `write` takes a `pyarrow.Table`, as
-    `score_trajectories` gives them, or a polars frame):
-        >>> import tempfile
-        >>> from divscope.schema import TOKEN_TABLE
-        >>> tmp = tempfile.TemporaryDirectory()
-        >>> with TokenTableWriter(f"{tmp.name}/tokens.parquet", {"top_p": 0.7}) as writer:
-        ...     writer.write(pl.DataFrame([dict.fromkeys(TOKEN_TABLE)], schema=TOKEN_TABLE))
-        >>> writer.rows_written, read_metadata(writer.path)
-        (1, {'top_p': 0.7})
-        >>> tmp.cleanup()
-    """
-
-    def __init__(
-        self,
-        path: str | os.PathLike,
-        metadata: Mapping[str, Any],
-        *,
-        overwrite: bool = False,
-        rows_per_part: int = 1_000_000,
-    ) -> None:
-        self.path = check_target(path, overwrite=overwrite)
-        self.single_file = self.path.suffix in PARQUET_SUFFIXES
-        self.schema = token_table_schema(metadata)
-        self.rows_per_part = rows_per_part
-        self.rows_written = 0
-        self._tmp = temporary(self.path)
-        self._writer: pq.ParquetWriter | None = None
-        self._part_rows = 0
-        self._n_parts = 0
-
-    def __enter__(self) -> TokenTableWriter:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        remove(self._tmp)
-        if not self.single_file:
-            self._tmp.mkdir()
-        return self
-
-    def write(self, frame: Any) -> None:
-        """Append rows (any column order; cast to the token-table types)."""
-        table = as_arrow(frame)
-        require_columns(
-            table.column_names, TOKEN_TABLE_ARROW, source="scored batch", what="the token table"
-        )
-        table = table.select(list(TOKEN_TABLE_ARROW)).cast(self.schema)
-        if self._writer is None or (not self.single_file and self._part_rows >= self.rows_per_part):
-            self._open_next()
-        assert self._writer is not None
-        self._writer.write_table(table)
-        self._part_rows += table.num_rows
-        self.rows_written += table.num_rows
-
-    def _open_next(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        target = self._tmp if self.single_file else self._tmp / f"part-{self._n_parts:05d}.parquet"
-        self._writer = pq.ParquetWriter(target, self.schema, compression="zstd")
-        self._n_parts += 1
-        self._part_rows = 0
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if self._writer is None and exc_type is None:
-            self._open_next()  # an empty but valid table
-        if self._writer is not None:
-            self._writer.close()
-        if exc_type is not None:
-            remove(self._tmp)
-            return
-        remove(self.path)
-        self._tmp.rename(self.path)
 
 
 def scan_token_table(path: str | os.PathLike) -> pl.LazyFrame:

@@ -4,7 +4,7 @@ The scoring, generation and decoding path reads its inputs (trajectories, prompt
 its outputs (token tables, trajectories, cross-sample results) as `pyarrow.Table`s, so that it
 runs where polars is not installed (a GPU image: torch, transformers and pyarrow). Column types
 come from `divscope.schema` (`*_ARROW`). The analyses read the same files with polars
-(`divscope.io`).
+(`divscope.io`). `TokenTableWriter` streams a token table to disk.
 """
 
 from __future__ import annotations
@@ -22,7 +22,15 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from divscope.errors import DivscopeError
-from divscope.output import JSONL_SUFFIXES, METADATA_KEY, PARQUET_SUFFIXES, manifest_files
+from divscope.output import (
+    JSONL_SUFFIXES,
+    METADATA_KEY,
+    PARQUET_SUFFIXES,
+    check_target,
+    manifest_files,
+    remove,
+    temporary,
+)
 from divscope.schema import (
     TOKEN_TABLE_ARROW,
     TRAJECTORY_IDS,
@@ -314,3 +322,83 @@ def read_column(path: str | os.PathLike, column: str) -> np.ndarray:
     """
     files = token_table_files(Path(path))
     return np.concatenate([pq.read_table(f, columns=[column])[column].to_numpy() for f in files])
+
+
+class TokenTableWriter:
+    """Stream a token table to Parquet; the output appears only when complete.
+
+    A path ending in `.parquet` becomes one file, written one row group per `write` call. Any
+    other path becomes a directory of `part-NNNNN.parquet` files of about `rows_per_part` rows.
+    Everything is written under a hidden temporary name next to the output and renamed into
+    place on a clean exit; on an exception the temporary output is removed and an existing
+    output (replaced only with `overwrite=True`) is left untouched.
+
+    Example (a row of nulls stands in for scored rows; `write` takes a `pyarrow.Table`, as
+    `score_trajectories` gives them, or a polars frame):
+        >>> import tempfile
+        >>> from divscope.schema import TOKEN_TABLE_ARROW
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> with TokenTableWriter(f"{tmp.name}/tokens.parquet", {"top_p": 0.7}) as writer:
+        ...     writer.write(pa.table({c: pa.nulls(1, t) for c, t in TOKEN_TABLE_ARROW.items()}))
+        >>> writer.rows_written, pq.read_schema(writer.path).metadata[b"divscope"]
+        (1, b'{"top_p": 0.7}')
+        >>> tmp.cleanup()
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        metadata: Mapping[str, Any],
+        *,
+        overwrite: bool = False,
+        rows_per_part: int = 1_000_000,
+    ) -> None:
+        self.path = check_target(path, overwrite=overwrite)
+        self.single_file = self.path.suffix in PARQUET_SUFFIXES
+        self.schema = token_table_schema(metadata)
+        self.rows_per_part = rows_per_part
+        self.rows_written = 0
+        self._tmp = temporary(self.path)
+        self._writer: pq.ParquetWriter | None = None
+        self._part_rows = 0
+        self._n_parts = 0
+
+    def __enter__(self) -> TokenTableWriter:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        remove(self._tmp)
+        if not self.single_file:
+            self._tmp.mkdir()
+        return self
+
+    def write(self, frame: Any) -> None:
+        """Append rows (any column order; cast to the token-table types)."""
+        table = as_arrow(frame)
+        require_columns(
+            table.column_names, TOKEN_TABLE_ARROW, source="scored batch", what="the token table"
+        )
+        table = table.select(list(TOKEN_TABLE_ARROW)).cast(self.schema)
+        if self._writer is None or (not self.single_file and self._part_rows >= self.rows_per_part):
+            self._open_next()
+        assert self._writer is not None
+        self._writer.write_table(table)
+        self._part_rows += table.num_rows
+        self.rows_written += table.num_rows
+
+    def _open_next(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        target = self._tmp if self.single_file else self._tmp / f"part-{self._n_parts:05d}.parquet"
+        self._writer = pq.ParquetWriter(target, self.schema, compression="zstd")
+        self._n_parts += 1
+        self._part_rows = 0
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self._writer is None and exc_type is None:
+            self._open_next()  # an empty but valid table
+        if self._writer is not None:
+            self._writer.close()
+        if exc_type is not None:
+            remove(self._tmp)
+            return
+        remove(self.path)
+        self._tmp.rename(self.path)

@@ -5,7 +5,6 @@ import pytest
 
 from divscope.errors import DivscopeError
 from divscope.io import (
-    TokenTableWriter,
     attach_token_ids,
     read_metadata,
     read_table,
@@ -14,6 +13,7 @@ from divscope.io import (
     scan_token_table,
 )
 from divscope.schema import TOKEN_TABLE
+from divscope.tables import TokenTableWriter
 from tests.tinymodels import make_tokenizer
 
 

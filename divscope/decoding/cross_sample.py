@@ -342,8 +342,9 @@ def cross_sample(
                 bar.update(len(requests))
     if not parts.finish(world):
         return None
+    contract = CROSS_SAMPLE_ARROW | CROSS_SAMPLE_PARAMS_ARROW  # Parquet or JSONL: the same types
     return conform(
-        read_arrow(out.path), CROSS_SAMPLE_ARROW, source=str(out.path), what="cross-sample results"
+        read_arrow(out.path), contract, source=str(out.path), what="cross-sample results"
     )
 
 

@@ -555,7 +555,7 @@ class _BatchScorer:
             )
 
         def too_large(row: int) -> str:
-            prompt_id, sample_id = plan.frame.select(TRAJECTORY_KEY).row(row)
+            prompt_id, sample_id = (plan.frame[c][row].as_py() for c in TRAJECTORY_KEY)
             prompt, response = plan.prompts[row], plan.responses[row]
             return (
                 f"out of GPU memory in the {name} model's forward pass over prompt_id="
