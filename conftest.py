@@ -35,10 +35,18 @@ def _gpu_run(config) -> bool:
 
 
 def _missing_import(path: Path) -> str | None:
-    """The first module that `path`'s top-level imports name and that cannot be imported
-    here, or None."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in tree.body:
+    """The module that importing `path` (a test module; a folder's conftest.py: its own
+    top-level imports) needs and that is not installed here, or None."""
+    if path.name != "conftest.py":
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as error:
+            return error.name
+        except Exception:
+            return None  # pytest reports it when it collects the file
+        return None
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:

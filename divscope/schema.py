@@ -9,6 +9,7 @@ The same contracts as polars dtypes (`TOKEN_TABLE` for `TOKEN_TABLE_ARROW`, and 
 made from these on first use (`polars_types`): the scoring, generation and decoding path reads
 and writes with pyarrow alone and never imports polars.
 
+>>> from divscope.schema import TOKEN_TABLE  # polars, on first use
 >>> TOKEN_TABLE_ARROW["token"], str(TOKEN_TABLE["token"])
 (DataType(large_string), 'String')
 """
