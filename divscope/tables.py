@@ -314,14 +314,20 @@ def token_table_files(path: Path) -> list[Path]:
     return part_files(path) if path.is_dir() else [path]
 
 
-def read_column(path: str | os.PathLike, column: str) -> np.ndarray:
-    """One numeric column of a token table (a file or a directory of parts), as numpy.
+def read_columns(path: str | os.PathLike, columns: Iterable[str], *, what: str) -> pa.Table:
+    """Some columns of a token table (a file or a directory of parts); `what` they are for
+    names them in the message of a missing one.
 
-    >>> read_column(lab_tokens, "js").size
+    Raises:
+        DivscopeError: no such table, or a missing column.
+
+    >>> read_columns(lab_tokens, ["js"], what="the summary").num_rows
     731
     """
-    files = token_table_files(Path(path))
-    return np.concatenate([pq.read_table(f, columns=[column])[column].to_numpy() for f in files])
+    files, columns = token_table_files(Path(path)), list(columns)
+    for file in files:
+        require_columns(pq.read_schema(file).names, columns, source=str(file), what=what)
+    return pa.concat_tables(pq.read_table(f, columns=columns) for f in files)
 
 
 class TokenTableWriter:

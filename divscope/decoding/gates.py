@@ -25,6 +25,7 @@ import numpy as np
 
 from divscope.errors import DivscopeError
 from divscope.schema import require_columns
+from divscope.tables import as_arrow
 
 # Token-table column behind each gated policy.
 SCORE_COLUMNS: dict[str, str] = {"gated": "ce_base_rl", "entropy": "entropy_base"}
@@ -143,7 +144,7 @@ def calibrate_table(
 
     Args:
         table: token-table rows (the base model's responses, scored against the RL model): a
-            polars DataFrame or LazyFrame.
+            pyarrow Table or a polars DataFrame.
         rates: target takeover rates r in (0, 1), one or several (each given once).
         window: W of the gates' recent mean (stored, not used by the calibration).
         source: a description of the table for the JSON.
@@ -157,9 +158,8 @@ def calibrate_table(
     if not rates or len(set(rates)) != len(rates):
         raise DivscopeError(f"--rate {','.join(map(str, rates))!r}: give each rate once.")
     columns = list(SCORE_COLUMNS.values())
-    lazy = table.lazy()
-    require_columns(lazy.collect_schema().names(), columns, source=source, what="calibration")
-    frame = lazy.select(columns).collect()
+    frame = as_arrow(table)
+    require_columns(frame.column_names, columns, source=source, what="calibration")
     gates = {
         policy: tuple(
             calibrate_scores(frame[column].to_numpy(), rate, source=f"{source}, column {column!r}")
@@ -168,5 +168,5 @@ def calibrate_table(
         for policy, column in SCORE_COLUMNS.items()
     }
     return Calibration(
-        rates=rates, window=window, gates=gates, n_tokens=frame.height, source=source
+        rates=rates, window=window, gates=gates, n_tokens=frame.num_rows, source=source
     )

@@ -98,7 +98,7 @@ def score(
     from divscope.output import Parts, check_output, frame_digest, share_note
     from divscope.progress import note
     from divscope.scoring.engine import planned, score_trajectories, with_source
-    from divscope.tables import attach_ids, list_lengths, read_column, read_trajectories_arrow
+    from divscope.tables import attach_ids, list_lengths, read_columns, read_trajectories_arrow
 
     out = PartedOutput.of(out)
     base, rl, placement = models.base, models.rl, models.placement
@@ -175,7 +175,7 @@ def score(
     seconds = time.perf_counter() - start
     if not parts.finish(world):
         return None
-    js = read_column(out.path, "js")
+    js = read_columns(out.path, ["js"], what="the summary")["js"].to_numpy()
     resumed = scored if scored != js.size else None
     return ScoreSummary.of(js, frame.num_rows, fallback_rows, seconds, resumed)
 
