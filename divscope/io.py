@@ -112,26 +112,6 @@ def write_table(frame: pl.DataFrame, path: str | os.PathLike, *, overwrite: bool
     return path
 
 
-def write_json(document: Any, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
-    """Write `document` as indented JSON atomically (temporary name, then rename).
-
-    Raises:
-        DivscopeError: the output exists and `overwrite` is False.
-
-    >>> import tempfile
-    >>> tmp = tempfile.TemporaryDirectory()
-    >>> print(write_json({"gini": 0.97}, f"{tmp.name}/summary.json").read_text())
-    {
-      "gini": 0.97
-    }
-    >>> tmp.cleanup()
-    """
-    path = check_target(path, overwrite=overwrite)
-    text = json.dumps(document, indent=2) + "\n"
-    write_atomically(path, lambda tmp: tmp.write_text(text))
-    return path
-
-
 def table_name(path: str | os.PathLike) -> str:
     """The default label of a token table: its file stem, or its directory's name.
 

@@ -302,6 +302,26 @@ class Parts:
         return True
 
 
+def write_json(document: Any, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
+    """Write `document` as indented JSON atomically (temporary name, then rename).
+
+    Raises:
+        DivscopeError: the output exists and `overwrite` is False.
+
+    >>> import tempfile
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> print(write_json({"gini": 0.97}, f"{tmp.name}/summary.json").read_text())
+    {
+      "gini": 0.97
+    }
+    >>> tmp.cleanup()
+    """
+    path = check_target(path, overwrite=overwrite)
+    text = json.dumps(document, indent=2) + "\n"
+    write_atomically(path, lambda tmp: tmp.write_text(text))
+    return path
+
+
 def check_target(path: str | os.PathLike, *, overwrite: bool) -> Path:
     """Raise unless `path` is free or may be replaced; call early to fail fast."""
     path = Path(path)

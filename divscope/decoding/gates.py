@@ -69,7 +69,7 @@ class Calibration:
 
     def to_json(self, path: str | os.PathLike) -> None:
         """Write the calibration as a small JSON file, atomically, replacing `path`."""
-        from divscope.io import write_json
+        from divscope.output import write_json
 
         write_json(asdict(self), path, overwrite=True)
 
