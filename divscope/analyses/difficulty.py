@@ -269,15 +269,18 @@ def by_difficulty(
         raise DivscopeError(f"{what}: the token table has no value of {metric!r}.")
     known = prompts.join(levels, on="prompt_id", how="inner")
     n_unrated = prompts.height - known.height
-    tertile = pl.col("prompt_id").replace_strict(
-        known["prompt_id"], known["difficulty"], default=None, return_dtype=DIFFICULTY
-    )
-    rated = lazy.with_columns(tertile.alias("difficulty")).drop_nulls("difficulty")
     if known.is_empty():
         raise DivscopeError(
             f"{what}: no prompt of the token table has a difficulty tertile; compute the "
             "tertiles from graded base responses to the same prompts."
         )
+    tertile = pl.coalesce(
+        pl.when(pl.col("prompt_id").is_in(part["prompt_id"].implode())).then(
+            pl.lit(level, dtype=DIFFICULTY)
+        )
+        for (level,), part in known.partition_by("difficulty", as_dict=True).items()
+    )
+    rated = lazy.with_columns(tertile.alias("difficulty")).drop_nulls("difficulty")
     notes = []
     if n_unrated:
         notes.append(f"{n_unrated} prompt(s) of the token table have no tertile: left out.")
