@@ -327,10 +327,15 @@ def _interpolate(n: int, probabilities: Sequence[float]) -> list[tuple[int, int,
     return out
 
 
-def _lerp(a: float, b: float, t: float) -> float:
+def _numpy_lerp(a: float, b: float, t: float) -> float:
     """NumPy's linear interpolation (`numpy.lib._function_base_impl._lerp`), for equal bits."""
     diff = b - a
     return b - diff * (1 - t) if t >= 0.5 else a + diff * t
+
+
+def _polars_lerp(a: float, b: float, t: float) -> float:
+    """Polars' linear interpolation of a quantile (in float64)."""
+    return t * (b - a) + a
 
 
 def _quantiles(
@@ -346,7 +351,8 @@ def _quantiles(
         if nan_propagates and counts[group][1]:
             out[group] = [math.nan] * len(plan)
         else:
-            out[group] = [_lerp(found[(group, lo)], found[(group, hi)], t) for lo, hi, t in plan]
+            lerp = _numpy_lerp if nan_propagates else _polars_lerp
+            out[group] = [lerp(found[(group, lo)], found[(group, hi)], t) for lo, hi, t in plan]
     return out
 
 
@@ -375,9 +381,10 @@ def grouped_quantiles(
 ) -> dict[Hashable, list[float]]:
     """Per value of `by`, the linear-interpolated quantiles of `column`, out of core.
 
-    Polars' `quantile(p, interpolation="linear")` per group, computed by the same exact
-    two-pass method as `exact_quantiles` for all groups at once: nulls dropped (rows with a
-    null group too), NaN as the largest value (polars' order).
+    Polars' `quantile(p, interpolation="linear")` per group, in float64 (polars rounds it to a
+    float32 column's dtype after), computed by the same exact method as `exact_quantiles` for
+    all groups at once: nulls dropped (rows with a null group too), NaN as the largest value
+    (polars' order).
 
     Args:
         lazy: the table.
