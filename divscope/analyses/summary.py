@@ -41,6 +41,7 @@ from typing import Annotated, Any
 import polars as pl
 
 from divscope.analyses._frames import Frame, checked_lazy
+from divscope.analyses._streaming import collect
 from divscope.analyses.coverage import COVERAGE_COLUMNS, PathCoverage, path_coverage
 from divscope.analyses.cross_sample_report import CrossSampleReport, cross_sample_report
 from divscope.analyses.difficulty import DIFFICULTY_THRESHOLDS, Difficulty, by_difficulty
@@ -317,12 +318,12 @@ class Metrics:
 
 
 def section_populations(
-    frame: pl.DataFrame,
+    frame: Frame,
     metrics: Metrics,
     roles: Mapping[str, str | None] | None = None,
-) -> tuple[dict[str, pl.DataFrame], dict[str, Population]]:
+) -> tuple[dict[str, Frame], dict[str, Population]]:
     """Each section's rows of `frame` and what they are (`populations.population`): the paper's
-    population, or `metrics.population`'s.
+    population, or `metrics.population`'s. A LazyFrame gives LazyFrames, filtered lazily.
 
     >>> frame = pl.DataFrame({"prompt_id": ["a", "b"], "sample_id": [0, 0],
     ...     "source": ["base", "rl"]})
@@ -330,7 +331,7 @@ def section_populations(
     >>> {s: f.height for s, f in frames.items()}, used["takeover"].description
     ({'core': 1, 'takeover': 1, 'rast': 2}, 'base rollouts')
     """
-    frames: dict[str, pl.DataFrame] = {}
+    frames: dict[str, Frame] = {}
     used: dict[str, Population] = {}
     for section in SECTIONS:
         frames[section], used[section] = population(
@@ -397,8 +398,10 @@ def summary(
 ) -> Summary:
     """Run every token-table analysis as its paper computes it, and the optional comparisons.
 
-    The needed columns are read once into memory and shared by the analyses, so a LazyFrame
-    over a Parquet table is scanned a single time.
+    Nothing holds the table's rows: given a LazyFrame (a scan of a Parquet table or of a
+    directory of parts), every analysis scans the needed columns of its population with polars'
+    streaming engine and keeps only aggregates (`_streaming`: exact order statistics out of
+    core, under `memory_cap`). A DataFrame gives the same numbers.
 
     Args:
         tokens: the token table.
@@ -454,14 +457,20 @@ def summary(
     lexicon = metrics.lexicon  # a bad --planning-words file is refused before the table is read
     columns = [*SUMMARY_COLUMNS, core, takeover, *(["js"] if metrics.carried else [])]
     lazy = with_source(checked_lazy(tokens, columns, what="summary"))
-    frame = lazy.select(list(dict.fromkeys([*columns, "source"]))).collect(engine="streaming")
+    # Every analysis scans the table lazily with bounded memory: nothing here holds its rows.
+    frame = lazy.select(list(dict.fromkeys([*columns, "source"])))
     frames, populations = section_populations(frame, metrics, roles.tokens)
     thresholds, rescaled = core_thresholds(frames["core"], core, rescale=metrics.rescale_thresholds)
     # The difficulty shares' JS thresholds, carried to the core metric as the core section's.
     carried = {t: t for t in DIFFICULTY_THRESHOLDS} | {m.threshold: m.value for m in rescaled or ()}
-    counts = frame.select(
-        pl.struct("prompt_id", "sample_id").n_unique().alias("responses"),
-        pl.col("prompt_id").n_unique().alias("prompts"),
+    counts = collect(
+        frame.group_by("prompt_id", "sample_id")
+        .agg(pl.len().alias("rows"))
+        .select(
+            pl.col("rows").sum().alias("tokens"),
+            pl.len().alias("responses"),
+            pl.col("prompt_id").n_unique().alias("prompts"),
+        )
     ).row(0, named=True)
     report = None
     if cross_sample is not None:
@@ -474,7 +483,7 @@ def summary(
             lexicon=lexicon,
         )
     return Summary(
-        n_tokens=frame.height,
+        n_tokens=int(counts["tokens"] or 0),
         n_responses=int(counts["responses"]),
         n_prompts=int(counts["prompts"]),
         core=_core_section(
@@ -515,7 +524,7 @@ def summary(
 
 
 def _core_section(
-    frame: pl.DataFrame,
+    frame: Frame,
     metric: str,
     thresholds: CoreThresholds,
     rescaled: tuple[MatchedThreshold, ...] | None,
@@ -553,7 +562,7 @@ def _core_section(
 
 
 def _takeover_section(
-    frame: pl.DataFrame,
+    frame: Frame,
     metric: str,
     used: Population,
     lexicon: frozenset[str],
