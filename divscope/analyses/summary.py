@@ -41,7 +41,7 @@ from typing import Annotated, Any
 import polars as pl
 
 from divscope.analyses._frames import Frame, checked_lazy
-from divscope.analyses._streaming import collect
+from divscope.analyses._streaming import collect, memory_cap
 from divscope.analyses.coverage import COVERAGE_COLUMNS, PathCoverage, path_coverage
 from divscope.analyses.cross_sample_report import CrossSampleReport, cross_sample_report
 from divscope.analyses.difficulty import DIFFICULTY_THRESHOLDS, Difficulty, by_difficulty
@@ -85,6 +85,7 @@ from divscope.analyses.tokens import (
 )
 from divscope.defaults import CORE_METRIC, TAKEOVER_METRIC
 from divscope.errors import DivscopeError
+from divscope.memory_plan import parse_memory
 from divscope.params import Flag, Recovery
 from divscope.schema import OVERLAP_KS
 
@@ -289,10 +290,16 @@ class Metrics:
     """The trajectories a section reads (repeat): SECTION core, takeover or rast; SOURCE a role
     (base, rl), a value of the table's source column, or all. Default: each paper's, core on rl
     trajectories, takeover on base rollouts, rast on rl trajectories."""
+    max_memory: Annotated[int | None, Flag(parse=parse_memory, metavar="SIZE")] = None
+    """Memory the analyses may hold at once (e.g. 2GiB, 512MB): how many values one pass of the
+    out-of-core statistics collects, and polars' streaming chunk size. Default: 16.8 M values
+    per pass (about 1 GiB at the peak); the table itself is never held."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "population", tuple(self.population))
         parse_populations(self.population)
+        if self.max_memory is not None and self.max_memory < 1:
+            raise DivscopeError(f"--max-memory must be >= 1 byte, got {self.max_memory}.")
 
     def population_of(self, section: str) -> str | None:
         """The population given for `section` (`--population`); None: the paper's."""
@@ -401,13 +408,13 @@ def summary(
     Nothing holds the table's rows: given a LazyFrame (a scan of a Parquet table or of a
     directory of parts), every analysis scans the needed columns of its population with polars'
     streaming engine and keeps only aggregates (`_streaming`: exact order statistics out of
-    core, under `memory_cap`). A DataFrame gives the same numbers.
+    core, under `memory_cap(metrics.max_memory)`). A DataFrame gives the same numbers.
 
     Args:
         tokens: the token table.
-        metrics: each section's divergence column, the planning words (`Metrics.lexicon`), and
+        metrics: each section's divergence column, the planning words (`Metrics.lexicon`),
             whether the core paper's JS thresholds are carried to a non-JS core metric at the
-            same quantile (see `core_thresholds`) instead of refused.
+            same quantile (see `core_thresholds`) instead of refused, and the memory cap.
         recovery: how recovery and every interval are estimated (measure, controls,
             bootstrap).
         label: this table's label in `core.comparison`.
@@ -447,6 +454,34 @@ def summary(
     >>> result.core.metric, result.takeover.metric, result.rast.path_coverage.pooled.estimate
     ('js', 'ce_base_rl', 0.5)
     """
+    with memory_cap(metrics.max_memory):
+        return _summary(
+            tokens,
+            metrics,
+            recovery,
+            label=label,
+            compare_with=compare_with,
+            cross_sample=cross_sample,
+            reference=reference,
+            differences=differences,
+            difficulty=difficulty,
+            roles=roles,
+        )
+
+
+def _summary(
+    tokens: Frame,
+    metrics: Metrics,
+    recovery: Recovery,
+    *,
+    label: str,
+    compare_with: Mapping[str, Frame] | None,
+    cross_sample: Frame | None,
+    reference: str | Frame | None,
+    differences: Sequence[str],
+    difficulty: pl.DataFrame | None,
+    roles: SourceRoles,
+) -> Summary:
     recovery_at = recovery.recovery_at
     if cross_sample is None and (reference is not None or recovery_at is not None or differences):
         raise DivscopeError(
