@@ -19,7 +19,7 @@ from polars.testing import assert_frame_equal
 from divscope import analyses
 from divscope.analyses import _streaming
 from divscope.analyses.evolution import _key_overlap
-from divscope.analyses.shift import top_rows
+from divscope.analyses.shift import _top_rows
 from divscope.analyses.tokens import normalized_token
 from divscope.errors import DivscopeError
 from divscope.params import Recovery
@@ -222,29 +222,25 @@ def test_response_scores_equal_a_sort_of_each_response(tables, limit):
                 assert row[score] == pytest.approx(float(expected), rel=1e-6)
 
 
-def test_planning_enrichment_shares_the_tied_places(tables):
+def test_planning_enrichment_takes_the_first_tied_rows(tables, limit):
     frame, lazy = tables
-    words = frame.select(normalized_token())["token"].is_in(list(analyses.PLANNING_WORDS))
+    planning = frame.select(normalized_token())["token"].is_in(list(analyses.PLANNING_WORDS))
     values = frame["js"].to_numpy()
     for share in (0.001, 0.01, 0.2):
         result = analyses.planning_enrichment(lazy, top_share=share)
-        n_top = result.n_top
-        cut = np.sort(values)[::-1][n_top - 1]
-        above, at_cut = values > cut, values == cut
-        planning = words.to_numpy()
-        expected = planning[above].sum() + (n_top - above.sum()) * planning[at_cut].mean()
-        assert result.share_top == pytest.approx(expected / n_top, rel=1e-12)
+        top = np.lexsort((np.arange(values.size), -values))[: result.n_top]  # a stable sort
+        assert result.share_top == pytest.approx(planning.to_numpy()[top].mean(), rel=1e-12)
         assert result.share_all == pytest.approx(planning.mean(), rel=1e-12)
 
 
-def test_top_rows_take_the_smallest_keys_at_the_cut(tables, limit):
+def test_iou_top_rows_take_the_smallest_keys_at_the_cut(tables, limit):
     frame, lazy = tables
     keyed = frame.with_row_index("row")
     order = keyed.sort(
         ["js", "prompt_id", "sample_id", "position"], descending=[True] + [False] * 3
     )
     counts = [1, 17, frame.height // 3, frame.height]
-    for m, chosen in zip(counts, top_rows(lazy, "js", counts), strict=True):
+    for m, chosen in zip(counts, _top_rows(lazy, "js", counts), strict=True):
         ours = sorted(keyed.filter(chosen)["row"].to_list())
         assert ours == sorted(order["row"].head(m).to_list())
 
