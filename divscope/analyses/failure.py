@@ -87,9 +87,9 @@ def response_scores(tokens: Frame, metric: str = "js", *, top_n: int = 100) -> p
     selected = lazy.select(required)
     merged = pl.DataFrame(schema=selected.collect_schema()).group_by(key).agg(largest(False))
     pending: list[pl.DataFrame] = []
-    for batch in selected.collect_batches(chunk_size=min(1 << 20, value_limit())):
+    for batch in selected.collect_batches(chunk_size=min(1 << 17, value_limit())):
         pending.append(batch.group_by(key, maintain_order=True).agg(largest(False)))
-        if sum(part.height for part in pending) > max(merged.height, value_limit() >> 8):
+        if sum(part.height for part in pending) > max(merged.height, value_limit() >> 12):
             merged = _merge([merged, *pending], key, largest(True))
             pending = []
     # Means as polars' own of a Float32 column: summed in float64, rounded to Float32.

@@ -265,3 +265,59 @@ def test_sample_rows_are_a_seeded_subset_whatever_the_parts(tmp_path):
     assert abs(values.mean() - 5000) < 600  # spread over the table, not its head
     other = analyses.sample_rows(lazy, max_rows=300, seed=10).rows["x"].to_numpy()
     assert len(np.intersect1d(values, other)) < 60  # another seed, another sample
+
+
+# ------------------------------------------------------------------ memory, measured
+
+WRITE = """
+import sys
+import numpy as np, polars as pl
+
+rows, folder = int(sys.argv[1]), sys.argv[2]
+rng = np.random.default_rng(0)
+size = 125_000  # rows per part: one size at every table size (polars decodes a part at once)
+for part in range(rows // size):
+    response = np.arange(part * size, (part + 1) * size) // (rows // 1000)  # 1000 responses
+    js = rng.lognormal(-5, 2, response.size).astype(np.float32)
+    pl.DataFrame({
+        "prompt_id": np.char.add("p", (response // 8).astype(str)),
+        "sample_id": response % 8,
+        "position": np.arange(part * size, (part + 1) * size) % (rows // 1000),
+        "token": rng.choice([" wait", " so", " the", " x", " =", " 2"], response.size),
+        "js": js,
+        "entropy_base": (rng.exponential(0.5, response.size) + 3 * js).astype(np.float32),
+        "correct": response % 3 == 0,
+    }).write_parquet(f"{folder}/part-{part:03d}.parquet")
+"""
+ANALYZE = """
+import resource, sys
+import polars as pl
+from divscope import analyses
+
+lazy = pl.scan_parquet(f"{sys.argv[1]}/*.parquet")
+analyses.entropy_iou(lazy)
+analyses.planning_enrichment(lazy)
+analyses.word_frequencies(lazy)
+analyses.response_scores(lazy)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+@pytest.mark.slow
+def test_peak_memory_stays_flat_as_the_table_grows(tmp_path):
+    """entropy_iou, planning_enrichment, word_frequencies and response_scores on a scan of 2 M
+    and 8 M rows (1000 responses, 4x longer): the peak RSS barely grows with 4x the rows
+    (`response_scores` holds O(responses · top_n) values, the others O(1) in the rows)."""
+    import subprocess
+    import sys
+
+    peaks = {}
+    for rows in (2_000_000, 8_000_000):
+        folder = tmp_path / str(rows)
+        folder.mkdir()
+        subprocess.run([sys.executable, "-c", WRITE, str(rows), str(folder)], check=True)
+        done = subprocess.run(
+            [sys.executable, "-c", ANALYZE, str(folder)], capture_output=True, text=True, check=True
+        )
+        peaks[rows] = int(done.stdout) / 1024  # MiB
+    assert peaks[8_000_000] <= 1.25 * peaks[2_000_000], peaks
