@@ -19,7 +19,7 @@ from polars.testing import assert_frame_equal
 from divscope import analyses
 from divscope.analyses import _streaming
 from divscope.analyses.evolution import _key_overlap
-from divscope.analyses.shift import _top_rows
+from divscope.analyses.shift import _top_rows_by_key
 from divscope.analyses.tokens import normalized_token
 from divscope.errors import DivscopeError
 from divscope.params import Recovery
@@ -233,14 +233,14 @@ def test_planning_enrichment_takes_the_first_tied_rows(tables, limit):
         assert result.share_all == pytest.approx(planning.mean(), rel=1e-12)
 
 
-def test_iou_top_rows_take_the_smallest_keys_at_the_cut(tables, limit):
+def test_iou_top_rows_by_key_take_the_smallest_keys_at_the_cut(tables, limit):
     frame, lazy = tables
     keyed = frame.with_row_index("row")
     order = keyed.sort(
         ["js", "prompt_id", "sample_id", "position"], descending=[True] + [False] * 3
     )
     counts = [1, 17, frame.height // 3, frame.height]
-    for m, chosen in zip(counts, _top_rows(lazy, "js", counts), strict=True):
+    for m, chosen in zip(counts, _top_rows_by_key(lazy, "js", counts), strict=True):
         ours = sorted(keyed.filter(chosen)["row"].to_list())
         assert ours == sorted(order["row"].head(m).to_list())
 
