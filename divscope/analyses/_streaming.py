@@ -281,7 +281,7 @@ def order_statistics(
 
     Rank k descending is the (k+1)-th largest value: with ties, the same value a full sort
     gives, whichever tied row holds it. Selecting "the ⌈share·n⌉ largest" rows needs, beside
-    this threshold value, a rule for the rows tied at it: see `top_rows`.
+    this threshold value, a rule for the rows tied at it: `top_rows`.
 
     Args:
         lazy: the table.
@@ -311,6 +311,38 @@ def order_statistics(
     ascending = [n - 1 - r if descending else r for r in ranks]
     found = _select(values, slots, {0: set(ascending)})
     return [found[(0, r)] for r in ascending]
+
+
+def top_rows(lazy: pl.LazyFrame, column: str, count: int) -> pl.LazyFrame:
+    """The `count` rows of `lazy` with the largest `column`, lazily, in bounded memory.
+
+    The rows above the `count`-th largest value (`order_statistics`), and of the rows tied at
+    that value the first ones in the table's order, as many as complete `count`: a
+    deterministic rule (polars' in-memory `top_k_by` leaves the choice among ties to its
+    partial sort). Rows with a null `column` never count.
+
+    Args:
+        lazy: the table.
+        column: a numeric column.
+        count: rows to keep, in [0, n] for the n non-null values.
+
+    Returns:
+        The rows, in the table's order, with `lazy`'s columns.
+
+    >>> frame = pl.LazyFrame({"id": [0, 1, 2, 3, 4], "x": [1.0, 2.0, None, 2.0, 3.0]})
+    >>> top_rows(frame, "x", 2).collect()["id"].to_list()
+    [1, 4]
+    """
+    present = lazy.filter(pl.col(column).is_not_null())
+    if count <= 0:
+        return present.head(0)
+    (threshold,) = order_statistics(present, column, [count - 1], descending=True)
+    value = pl.col(column)
+    above = collect(present.select((value > threshold).sum())).item()
+    indexed = present.with_row_index("_row")
+    (last,) = order_statistics(indexed.filter(value == threshold), "_row", [count - above - 1])
+    chosen = (value > threshold) | ((value == threshold) & (pl.col("_row") <= last))
+    return indexed.filter(chosen).drop("_row")
 
 
 def _interpolate(n: int, probabilities: Sequence[float]) -> list[tuple[int, int, float]]:
