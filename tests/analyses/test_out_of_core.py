@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 
 from divscope.analyses import (
+    _streaming,
     early_density,
     histogram,
     lorenz,
@@ -21,7 +22,6 @@ from divscope.analyses import (
     positional_profile,
     sparsity,
 )
-from divscope.analyses import _streaming
 from divscope.analyses._frames import top_count
 from divscope.analyses.summary import Metrics, core_thresholds, summary
 from divscope.io import read_token_table, scan_token_table
@@ -142,14 +142,18 @@ def position_bins(frame, bins):
 
 def reference_profile(frame, metric, bins=20):
     binned = frame.select(metric).with_columns(position_bins(frame, bins).alias("bin"))
-    stats = binned.drop_nulls(metric).group_by("bin").agg(
-        pl.len().alias("count"),
-        pl.col(metric).mean().alias("mean"),
-        pl.col(metric).median().alias("median"),
-        *(
-            pl.col(metric).quantile(q / 100, interpolation="linear").alias(f"p{q}")
-            for q in (10, 25, 75, 90)
-        ),
+    stats = (
+        binned.drop_nulls(metric)
+        .group_by("bin")
+        .agg(
+            pl.len().alias("count"),
+            pl.col(metric).mean().alias("mean"),
+            pl.col(metric).median().alias("median"),
+            *(
+                pl.col(metric).quantile(q / 100, interpolation="linear").alias(f"p{q}")
+                for q in (10, 25, 75, 90)
+            ),
+        )
     )
     return {row["bin"]: row for row in stats.to_dicts()}
 
