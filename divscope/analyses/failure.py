@@ -48,6 +48,11 @@ class FailureAUROC:
 def response_scores(tokens: Frame, metric: str = "js", *, top_n: int = 100) -> pl.DataFrame:
     """Per response: the mean of its `top_n` largest `metric` and `entropy_base` values.
 
+    Out of core: the table is read in batches, each cut to its `top_n` largest values per
+    response, and the partial lists merged, so memory holds O(responses · top_n) values, never
+    the rows. The means are summed in float64 and rounded as polars' own (Float32 for a Float32
+    column).
+
     Args:
         tokens: a token table with the response key, `entropy_base` and `correct`.
         metric: the divergence column.

@@ -466,7 +466,8 @@ def entropy_iou(
     (the takeover paper's alignment of the gap with base uncertainty). Where values tie at a
     cut, the positions with the smallest (prompt_id, sample_id, position) are taken, so the
     sets do not depend on the row order. Two random sets of the same size would overlap by
-    `chance_iou` = (m² / n) / (2m − m² / n) in expectation, m = ⌈p · n⌉.
+    `chance_iou` = (m² / n) / (2m − m² / n) in expectation, m = ⌈p · n⌉. Out of core: the cuts
+    are exact order statistics and |A ∩ B| one streaming count (`_top_rows_by_key`).
 
     Args:
         tokens: a token table with the position key and `entropy_base`.
