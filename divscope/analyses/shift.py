@@ -63,12 +63,13 @@ def entropy_by_divergence(tokens: Frame, metric: str = "js", *, split: float = 0
         )
     row = collect(lazy.select(exprs)).row(0, named=True)
     schema = lazy.collect_schema()
-    label = pl.when(groups["low"]).then(pl.lit("low")).when(groups["high"]).then(pl.lit("high"))
+    # The group as its index (an integer label groups faster than a string).
+    label = pl.when(groups["low"]).then(pl.lit(0)).when(groups["high"]).then(pl.lit(1))
     grouped = lazy.select(label.alias("_group"), *ENTROPY_COLUMNS)
     for column in ENTROPY_COLUMNS:
         medians = grouped_quantiles(grouped, column, "_group", [0.5])
-        for name in groups:
-            value = medians.get(name, [None])[0]
+        for index, name in enumerate(groups):
+            value = medians.get(index, [None])[0]
             row[f"{name}|median_{column}"] = _as_dtype(value, schema[column])
     fields = ["count"] + [f"{s}_{c}" for c in ENTROPY_COLUMNS for s in ("mean", "median")]
     return pl.DataFrame(
