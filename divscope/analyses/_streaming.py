@@ -391,7 +391,10 @@ def top_rows(lazy: pl.LazyFrame, column: str, count: int) -> pl.LazyFrame:
         return present.head(0)
     (threshold,) = order_statistics(present, column, [count - 1], descending=True)
     value = pl.col(column)
-    above = collect(present.select((value > threshold).sum())).item()
+    counts = present.select((value > threshold).sum().alias("a"), (value == threshold).sum())
+    above, tied = collect(counts).row(0)
+    if above + tied == count:  # every tied row belongs: no row order needed
+        return present.filter(value >= threshold)
     indexed = present.with_row_index("_row")
     (last,) = order_statistics(indexed.filter(value == threshold), "_row", [count - above - 1])
     chosen = (value > threshold) | ((value == threshold) & (pl.col("_row") <= last))
