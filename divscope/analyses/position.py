@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from divscope.analyses._frames import Frame, checked_lazy, percentile_exprs, top_count
+from divscope.analyses._frames import Frame, checked_lazy, percentile_label, top_count
+from divscope.analyses._streaming import collect, grouped_quantiles, top_rows
 from divscope.errors import DivscopeError
 
 PROFILE_PERCENTILES: tuple[float, ...] = (10, 25, 75, 90)
@@ -51,21 +52,30 @@ def positional_profile(tokens: Frame, metric: str = "js", *, bins: int = 20) -> 
     """
     required = ["position", "n_tokens", metric]
     lazy = checked_lazy(tokens, required, what="positional_profile")
-    stats = (
-        lazy.select(_position_bin(bins), pl.col(metric))
-        .drop_nulls(metric)
-        .group_by("bin")
-        .agg(
-            pl.len().cast(pl.Int64).alias("count"),
-            pl.col(metric).mean().alias("mean"),
-            pl.col(metric).median().alias("median"),
-            *percentile_exprs(metric, PROFILE_PERCENTILES),
+    binned = lazy.select(_position_bin(bins), pl.col(metric)).drop_nulls(metric)
+    stats = collect(
+        binned.group_by("bin").agg(
+            pl.len().cast(pl.Int64).alias("count"), pl.col(metric).mean().alias("mean")
         )
-        .collect()
+    )
+    # The exact per-bin quantiles (`grouped_quantiles`), in polars' dtype of the statistic.
+    labels = ["median", *(percentile_label(q) for q in PROFILE_PERCENTILES)]
+    dtype = binned.select(pl.col(metric).median()).collect_schema()[metric]
+    per_bin = grouped_quantiles(
+        binned, metric, "bin", [0.5, *(q / 100 for q in PROFILE_PERCENTILES)]
+    )
+    quantiles = pl.DataFrame(
+        {
+            "bin": pl.Series(list(per_bin), dtype=pl.Int32),
+            **{
+                label: pl.Series([row[i] for row in per_bin.values()], dtype=pl.Float64).cast(dtype)
+                for i, label in enumerate(labels)
+            },
+        }
     )
     return (
         _bin_frame(bins)
-        .join(stats, on="bin", how="left")
+        .join(stats.join(quantiles, on="bin", how="left"), on="bin", how="left")
         .with_columns(pl.col("count").fill_null(0))
         .sort("bin")
     )
@@ -76,8 +86,9 @@ def early_density(
 ) -> pl.DataFrame:
     """Density over relative position of the most divergent tokens, beside that of all tokens.
 
-    The top tokens are the ⌈top_share · n⌉ with the largest metric. A density of 1 everywhere
-    means no positional preference; the paper finds the top 1% concentrated early.
+    The top tokens are the ⌈top_share · n⌉ with the largest metric, ties at the threshold going
+    to the first rows of the table (`top_rows`). A density of 1 everywhere means no positional
+    preference; the paper finds the top 1% concentrated early.
 
     Args:
         tokens: a token table with `position` and `n_tokens`.
@@ -96,12 +107,13 @@ def early_density(
     """
     required = ["position", "n_tokens", metric]
     lazy = checked_lazy(tokens, required, what="early_density").drop_nulls(metric)
-    binned = lazy.select(_position_bin(bins), pl.col(metric)).collect()
-    n = binned.height
+    binned = lazy.select(_position_bin(bins), pl.col(metric))
+    counts_all = collect(binned.group_by("bin").agg(pl.len().cast(pl.Int64).alias("count_all")))
+    n = int(counts_all["count_all"].sum())
     n_top = top_count(n, top_share)
-    top_bins = binned.select(pl.col("bin").top_k_by(metric, n_top))
-    counts = top_bins.group_by("bin").agg(pl.len().cast(pl.Int64).alias("count"))
-    counts_all = binned.group_by("bin").agg(pl.len().cast(pl.Int64).alias("count_all"))
+    # Ties at the threshold go to the first rows (`top_rows`).
+    top = top_rows(binned, metric, n_top)
+    counts = collect(top.group_by("bin").agg(pl.len().cast(pl.Int64).alias("count")))
     return (
         _bin_frame(bins)
         .join(counts, on="bin", how="left")

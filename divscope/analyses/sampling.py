@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from divscope.analyses._frames import Frame, checked_lazy
+from divscope.analyses._streaming import collect
 from divscope.errors import DivscopeError
 
 
@@ -35,14 +36,27 @@ class Sample:
 def sample_rows(lazy: pl.LazyFrame, *, max_rows: int, seed: int) -> Sample:
     """At most `max_rows` rows of `lazy`, drawn without replacement with a fixed seed.
 
+    A bottom-k sample: each row's index is hashed with the seed, and the `max_rows` rows of
+    smallest hash are kept, in their order in `lazy`. Out of core (a count, then polars'
+    streaming bottom-k, which holds `max_rows` rows), and the same rows whether `lazy` is a
+    DataFrame's or a scan of the same rows in parts.
+
     >>> sample_rows(pl.LazyFrame({"x": range(10)}), max_rows=3, seed=0).rows.height
     3
     """
     if max_rows < 1:
         raise DivscopeError(f"sample_rows: max_rows must be >= 1, got {max_rows}.")
-    frame = lazy.collect()
-    rows = frame.sample(max_rows, seed=seed) if frame.height > max_rows else frame
-    return Sample(rows=rows, n_total=frame.height, seed=seed)
+    n_total = collect(lazy.select(pl.len())).item()
+    if n_total > max_rows:
+        row, key = "_sample_row", "_sample_key"
+        lazy = (
+            lazy.with_row_index(row)
+            .with_columns(pl.col(row).hash(seed).alias(key))
+            .bottom_k(max_rows, by=[key, row])
+            .sort(row)
+            .drop(row, key)
+        )
+    return Sample(rows=collect(lazy), n_total=n_total, seed=seed)
 
 
 def high_divergence_sample(

@@ -15,6 +15,7 @@ from pathlib import Path
 import polars as pl
 
 from divscope.analyses._frames import DEFAULT_PERCENTILES, Frame, checked_lazy, top_count
+from divscope.analyses._streaming import collect, top_rows
 from divscope.analyses.distribution import DEFAULT_SPARSITY_THRESHOLDS, Sparsity, sparsity
 from divscope.errors import DivscopeError
 
@@ -166,6 +167,10 @@ def planning_enrichment(
 ) -> PlanningEnrichment:
     """Share of planning words among the top `top_share` most divergent tokens vs all tokens.
 
+    The top tokens are the ⌈top_share · n⌉ with the largest `metric` (`top_rows`: ties at the
+    cut to the first rows of the table, as in `early_density`, so both see one set of tokens).
+    Out of core on a LazyFrame: only counts per distinct token string are held.
+
     Args:
         tokens: a token table with `token`.
         metric: the divergence column.
@@ -186,14 +191,18 @@ def planning_enrichment(
     lazy = checked_lazy(tokens, ["token", metric], what="planning_enrichment")
     lazy = lazy.select("token", metric).drop_nulls(metric)
     words = lexicon_words(lexicon)
-    counts = word_counts(lazy).collect()
-    n = int(counts["count"].sum())
-    planning_all = int(counts.filter(pl.col("word").is_in(words.implode()))["count"].sum())
-    n_top = top_count(n, top_share)
-    top = lazy.select(pl.col("token").top_k_by(metric, n_top))
-    planning_top = int(
-        word_counts(top).collect().filter(pl.col("word").is_in(words.implode()))["count"].sum()
+    # Counts per distinct token string: which strings are planning words, and how often.
+    counts = collect(
+        lazy.group_by("token")
+        .agg(pl.len().cast(pl.Int64).alias("count"))
+        .with_columns(normalized_token().alias("word"))
     )
+    planning = counts.filter(pl.col("word").is_in(words.implode()))
+    n = int(counts["count"].sum())
+    planning_all = int(planning["count"].sum())
+    n_top = top_count(n, top_share)
+    is_planning = pl.col("token").is_in(planning["token"].implode())
+    planning_top = collect(top_rows(lazy, metric, n_top).select(is_planning.sum())).item()
     share_top = planning_top / n_top if n_top else float("nan")
     share_all = planning_all / n if n else float("nan")
     return PlanningEnrichment(
@@ -240,7 +249,7 @@ def word_frequencies(
             .select(pl.lit(name).alias("group"), "word", "count", "share")
         )
         frames.append(counts)
-    return pl.concat(pl.collect_all(frames))
+    return pl.concat(collect(frame) for frame in frames)
 
 
 def token_profile(
@@ -269,11 +278,9 @@ def token_profile(
     """
     lazy = checked_lazy(tokens, ["token", metric], what="token_profile")
     target = pl.DataFrame({"token": [token]}).select(normalized_token())["token"][0]
-    matching = (
-        lazy.select(pl.col("token").unique())
-        .filter(normalized_token() == target)
-        .collect()["token"]
-    )
+    matching = collect(lazy.select(pl.col("token").unique()).filter(normalized_token() == target))[
+        "token"
+    ]
     return sparsity(
         lazy.filter(pl.col("token").is_in(matching.implode())),
         metric,
@@ -290,4 +297,4 @@ def most_frequent_words(tokens: Frame, *, top: int = 3) -> list[str]:
     ['the', 'x']
     """
     lazy = checked_lazy(tokens, ["token"], what="most_frequent_words").select("token")
-    return _ranked_words(lazy).head(top).collect()["word"].to_list()
+    return collect(_ranked_words(lazy).head(top))["word"].to_list()
