@@ -94,7 +94,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
-    rich_markup_mode=None,
+    rich_markup_mode=None,  # plain text: `'divscope[big]'` and `[rows, V]` are no rich markup
 )
 
 
@@ -114,11 +114,14 @@ def _main(
 
 
 def _built(name: str, command: Command):
-    """The click command `name` of `command`, its options read from the entry point."""
+    """The click command `name` of `command`, its options read from the entry point and its
+    help ending with its example; its help is plain text, as the app's."""
     single = typer.Typer(
-        pretty_exceptions_enable=False, add_completion=False, rich_markup_mode=None
+        pretty_exceptions_enable=False,
+        add_completion=False,
+        rich_markup_mode=app.rich_markup_mode,
     )
-    single.command(name)(command.callback())
+    single.command(name, epilog=command.epilog())(command.callback())
     return typer.main.get_command(single)
 
 
