@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import typer
+from click.testing import Result
 from typer.main import get_command
 from typer.testing import CliRunner
 
@@ -41,24 +42,29 @@ def shell_words(line: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def helps() -> dict[str, str]:
+def rendered() -> dict[str, Result]:
     """The `--help` of every generated command, rendered on a wide terminal."""
     runner = CliRunner()
-    shown = {}
-    for name in GENERATED:
-        result = runner.invoke(app, [*name.split(), "--help"], env={"COLUMNS": "200"})
-        assert result.exit_code == 0, result.output
-        shown[name] = result.output
-    return shown
+    return {
+        name: runner.invoke(app, [*name.split(), "--help"], env={"COLUMNS": "200"})
+        for name in GENERATED
+    }
+
+
+def help_text(rendered: dict[str, Result], name: str) -> str:
+    """The help of `name` as rendered; fails with the error if it could not be rendered."""
+    result = rendered[name]
+    assert result.exit_code == 0, f"divscope {name} --help: {result.exception!r}"
+    return result.output
 
 
 @pytest.mark.parametrize("name", sorted(GENERATED))
-def test_the_help_shows_every_option_text_whole(name, helps):
+def test_the_help_shows_every_option_text_whole(name, rendered):
     """The summary and each option's help, from the docstrings, are in the rendered help with
     every character: the lost text of `--device-map`'s `'divscope[big]'` or `--chunk-rows`'
     `[rows, V]` (rich markup) fails here."""
     function = GENERATED[name].function()
-    shown = normalized(helps[name])
+    shown = normalized(help_text(rendered, name))
     texts = {"(summary)": summary(function), **{o.name: o.help for o in leaves(function)}}
     lost = {option: text for option, text in texts.items() if normalized(text) not in shown}
     assert not lost, f"divscope {name} --help lost text of: {lost}"
@@ -72,12 +78,13 @@ def test_the_check_sees_bracketed_text():
 
 
 @pytest.mark.parametrize("name", sorted(GENERATED))
-def test_the_help_ends_with_an_example_that_parses(name, helps):
+def test_the_help_ends_with_an_example_that_parses(name, rendered):
     example = GENERATED[name].example
     words = shell_words(example)
     assert words[: 1 + len(name.split())] == ["divscope", *name.split()], example
+    # The epilog, indented as click indents it.
     epilog = "\n  Example:\n" + "\n".join("    " + line for line in example.splitlines())
-    assert helps[name].rstrip().endswith(epilog)  # indented as click indents an epilog
+    assert help_text(rendered, name).rstrip().endswith(epilog)
     group = get_command(app)
     command = group
     context = typer.Context(group)
