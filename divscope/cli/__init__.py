@@ -1,9 +1,10 @@
 """The `divscope` command line: a typer app generated from the library's entry points.
 
-Each command is a `divscope.cli.command.Command`: the entry point's import path and how its
-outcome is printed (`divscope/cli/<command>.py`). Its options are generated from the entry
-point's signature, and only when the command runs or shows its help, so that `divscope --help`
-imports no torch. A `DivscopeError` raised by the library becomes a one-line
+Each command is a `divscope.cli.command.Command`: the entry point's import path, how its
+outcome is printed and an example command line (`divscope/cli/<command>.py`). Its options are
+generated from the entry point's signature, and only when the command runs or shows its help, so
+that `divscope --help` imports no torch. The help is plain text (no rich markup: `[...]` is
+text) and ends with the example. A `DivscopeError` raised by the library becomes a one-line
 message and exit status 2, never a traceback.
 """
 
