@@ -169,9 +169,9 @@ def lean_loop(args, models, vocab: int) -> None:
         tokenizer = load_tokenizer(f"{args.models}/base")
         stops = [tokenizer.eos_token_id]
         if args.prompts:
-            from divscope.prompts import prompt_token_ids, read_prompts
+            from divscope.prompts import prompt_token_ids, read_prompts_arrow
 
-            frame = read_prompts(args.prompts).head(max(args.batches))
+            frame = read_prompts_arrow(args.prompts).slice(0, max(args.batches))
             prompts = prompt_token_ids(frame, tokenizer, source=args.prompts)
     else:
         generator = torch.Generator().manual_seed(1)

@@ -80,13 +80,14 @@ def write_path(table_path: Path, root: Path, repeats: int) -> dict[str, float]:
     import polars as pl
 
     from divscope.distributed import World
-    from divscope.io import TokenTableWriter, read_token_table, token_table_arrow_schema
+    from divscope.io import read_token_table
     from divscope.output import Parts, _verified
+    from divscope.tables import TokenTableWriter, token_table_schema
 
     table = read_token_table(table_path)
     pieces = [table.slice(i * table.height // 16, table.height // 16 + 16) for i in range(16)]
     pieces = [p for p in pieces if p.height]
-    schema = token_table_arrow_schema()
+    schema = token_table_schema()
     times: dict[str, list[float]] = {}
 
     def timed(name, work):

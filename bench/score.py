@@ -86,7 +86,7 @@ def build_pair(root: Path, vocab: int, logit_scale: float) -> None:
 def trajectory(length: int, vocab: int, responses: int = 1):
     """`responses` trajectories: a 64-token prompt and a response of `length` tokens each
     (fixed seeds; the first is the same whatever `responses` is)."""
-    import polars as pl
+    import pyarrow as pa
     import torch
 
     rows = []
@@ -97,7 +97,7 @@ def trajectory(length: int, vocab: int, responses: int = 1):
             {"prompt_id": "bench", "sample_id": sample, "prompt_ids": ids[:PROMPT],
              "response_ids": ids[PROMPT:]}
         )  # fmt: skip
-    return pl.DataFrame(rows)
+    return pa.Table.from_pylist(rows)
 
 
 # ---------------------------------------------------------------- the naive path
@@ -159,16 +159,17 @@ def naive_stats(lb, lr, tokens, top_p: float, temperature: float = 1.0) -> dict:
 
 
 def child(mode: str, root: Path, length: int, responses: int, out: Path, device: str) -> None:
-    import polars as pl
+    import pyarrow as pa
+    import pyarrow.parquet as pq
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     frame = trajectory(length, VOCAB, responses)
     if mode == "engine":
-        from divscope.io import TokenTableWriter
         from divscope.models.loading import load_model
         from divscope.models.tokenizers import load_tokenizer
         from divscope.scoring import ScoreConfig, StatsConfig, score_trajectories
+        from divscope.tables import TokenTableWriter
 
         base = load_model(str(root / "base"), dtype="float32", device=device)
         rl = load_model(str(root / "rl"), dtype="float32", device=device)
@@ -188,7 +189,7 @@ def child(mode: str, root: Path, length: int, responses: int, out: Path, device:
         rows = []
         start = time.perf_counter()
         with torch.no_grad():
-            for traj in frame.iter_rows(named=True):
+            for traj in frame.to_pylist():
                 ids = torch.tensor([traj["prompt_ids"] + traj["response_ids"]], device=device)
                 logits_b = base(ids).logits[0]  # [P+T, V_head]
                 logits_r = rl(ids).logits[0]
@@ -200,14 +201,11 @@ def child(mode: str, root: Path, length: int, responses: int, out: Path, device:
                 tokens = torch.tensor(traj["response_ids"], device=device)
                 stats = naive_stats(lb, lr, tokens, TOP_P)
                 table = {k: v.cpu().numpy() for k, v in stats.items()}
-                table.update(position=range(n), token_id=traj["response_ids"])
-                rows.append(
-                    pl.DataFrame(table).with_columns(
-                        prompt_id=pl.lit(traj["prompt_id"]), sample_id=pl.lit(traj["sample_id"])
-                    )
-                )
+                table.update(position=list(range(n)), token_id=traj["response_ids"])
+                table.update(prompt_id=[traj["prompt_id"]] * n, sample_id=[traj["sample_id"]] * n)
+                rows.append(pa.table(table))
         if rows:
-            pl.concat(rows).write_parquet(out)
+            pq.write_table(pa.concat_tables(rows), out)
         extra = {}
     if device.startswith("cuda"):
         torch.cuda.synchronize()
@@ -240,13 +238,21 @@ def run_child(
     return {"seconds": seconds, "peak_mib": peak_mib, **json.loads(stdout.strip().splitlines()[-1])}
 
 
-def agreement(engine_path: Path, naive_path: Path) -> str:
-    import polars as pl
+def _sorted(path: Path) -> dict:
+    """A bench table's columns as numpy arrays, its rows by (sample_id, position)."""
+    import pyarrow.parquet as pq
 
-    engine = pl.read_parquet(engine_path).sort("sample_id", "position")
-    naive = pl.read_parquet(naive_path).sort("sample_id", "position")
+    order = [("sample_id", "ascending"), ("position", "ascending")]
+    table = pq.read_table(path).sort_by(order)
+    return {name: table[name].to_numpy() for name in table.column_names}
+
+
+def agreement(engine_path: Path, naive_path: Path) -> str:
+    import numpy as np
+
+    engine, naive = _sorted(engine_path), _sorted(naive_path)
     worst = {
-        c: float((engine[c].cast(pl.Float64) - naive[c].cast(pl.Float64)).abs().max())
+        c: float(np.abs(engine[c].astype(np.float64) - naive[c].astype(np.float64)).max())
         for c in ("logp_base", "entropy_base", "js_full", "kl_base_rl", "ce_base_rl", "js")
     }
     same = {c: float((engine[c] == naive[c]).mean()) for c in ("top1_base", "nucleus_base")}
@@ -260,14 +266,15 @@ def agreement(engine_path: Path, naive_path: Path) -> str:
 
 def distributions(path: Path, results: dict) -> str:
     """What the bench's distributions look like (a trained model's are usually more peaked)."""
-    import polars as pl
+    import numpy as np
 
-    table = pl.read_parquet(path)
+    table = _sorted(path)
+    entropy, nucleus = table["entropy_base"], table["nucleus_base"]
     fallback = sum(r.get("fallback_rows", 0) for r in results.values())
     tokens = sum(r.get("tokens", 0) for r in results.values())
     return (
-        f"distributions: median entropy {table['entropy_base'].median():.2f} nats, median "
-        f"nucleus {table['nucleus_base'].median():.0f} tokens (max {table['nucleus_base'].max()}), "
+        f"distributions: median entropy {np.median(entropy):.2f} nats, median "
+        f"nucleus {np.median(nucleus):.0f} tokens (max {nucleus.max()}), "
         f"full-sort fallback rows {fallback} of {tokens} engine tokens"
     )
 

@@ -606,7 +606,7 @@ def _run(
     stages: list[_Stage], out: Path, records: dict[str, dict[str, Any]], progress: bool
 ) -> list[StageRun]:
     """Run or skip each stage in order, recording each in the manifest as it starts and ends."""
-    from divscope.io import write_json
+    from divscope.output import write_json
 
     def save() -> None:
         write_json({"command": "quickstart", "stages": records}, out / MANIFEST, overwrite=True)
@@ -753,8 +753,8 @@ def _stages(paths: _Paths, family: _Lab, config: QuickstartConfig, progress: boo
     def analyze(resume: bool) -> str:
         from divscope.analyses.analyze import analyze as summarize
         from divscope.formatting import digest
-        from divscope.io import read_table, write_json
-        from divscope.output import write_atomically
+        from divscope.io import read_table
+        from divscope.output import write_atomically, write_json
 
         result = summarize(study(), Output(paths.summary, overwrite=True), recovery=recovery)
         text = digest(result, source=paths.tokens) + "\n"

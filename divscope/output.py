@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import polars as pl
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from divscope.distributed import World
@@ -63,25 +64,47 @@ def settings_digest(settings: Any) -> str:
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def frame_digest(frame: pl.DataFrame) -> str:
-    """A digest of a frame's values, for inputs too large for `settings_digest`: list columns
-    hash their flattened values and their lengths (fast on millions of token ids).
+def frame_digest(frame: Any) -> str:
+    """A digest of a table's values (a `pyarrow.Table`, or a polars DataFrame), for inputs too
+    large for `settings_digest`: list columns hash their flattened values and their lengths
+    (fast on millions of token ids). Types are named as polars names them, so that a digest
+    does not change with the library that read the table.
 
-    >>> a = pl.DataFrame({"k": ["x"], "ids": [[1, 2]]})
-    >>> frame_digest(a) == frame_digest(a.clone()), frame_digest(a) == frame_digest(a[:0])
+    >>> a = pa.table({"k": ["x"], "ids": [[1, 2]]})
+    >>> frame_digest(a) == frame_digest(a.take([0])), frame_digest(a) == frame_digest(a[:0])
     (True, False)
     """
+    table = frame if isinstance(frame, pa.Table) else frame.to_arrow()
     digest = hashlib.sha256()
-    for name, column in frame.to_dict().items():
-        digest.update(f"{name}:{column.dtype}:{column.len()}".encode())
-        if isinstance(column.dtype, pl.List):
-            digest.update(column.list.len().to_numpy().tobytes())
-            column = column.explode()
-        if column.dtype.is_numeric():
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        dtype = column.type
+        digest.update(f"{name}:{_polars_name(dtype)}:{len(column)}".encode())
+        if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+            lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False)
+            digest.update(lengths.astype(np.uint32).tobytes())
+            column, dtype = pc.list_flatten(column), dtype.value_type
+        if pa.types.is_integer(dtype) or pa.types.is_floating(dtype):
             digest.update(column.to_numpy().tobytes())
         else:
-            digest.update(json.dumps(column.to_list(), default=str).encode())
+            digest.update(json.dumps(column.to_pylist(), default=str).encode())
     return digest.hexdigest()
+
+
+def _polars_name(dtype: pa.DataType) -> str:
+    """How polars prints the dtype it reads `dtype` as (`List(Int64)`, `String`, ...)."""
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+        return f"List({_polars_name(dtype.value_type)})"
+    if pa.types.is_string(dtype) or pa.types.is_large_string(dtype) or dtype == pa.string_view():
+        return "String"
+    if pa.types.is_boolean(dtype):
+        return "Boolean"
+    if pa.types.is_null(dtype):
+        return "Null"
+    if pa.types.is_integer(dtype):
+        return f"{'Int' if pa.types.is_signed_integer(dtype) else 'UInt'}{dtype.bit_width}"
+    if pa.types.is_floating(dtype):
+        return f"Float{dtype.bit_width}"
+    return str(dtype)
 
 
 @dataclass(frozen=True)
@@ -242,12 +265,12 @@ class Parts:
                 present.add(unit)
         return present
 
-    def write(self, unit: int, frame: pl.DataFrame, metadata: Mapping[str, Any],
+    def write(self, unit: int, frame: Any, metadata: Mapping[str, Any],
               schema: pa.Schema | None = None) -> None:  # fmt: skip
-        """Write unit `unit`'s part atomically, with page checksums, the run's `metadata` and the
-        part's own record (its unit and the settings digest); `schema` (e.g. the token
-        table's) fixes the column types."""
-        table = frame.to_arrow()
+        """Write unit `unit`'s part (a `pyarrow.Table`, or a polars DataFrame) atomically, with
+        page checksums, the run's `metadata` and the part's own record (its unit and the
+        settings digest); `schema` (e.g. the token table's) fixes the column types."""
+        table = frame if isinstance(frame, pa.Table) else frame.to_arrow()
         if schema is not None:
             table = table.cast(schema.remove_metadata())
         table = table.replace_schema_metadata(
@@ -277,6 +300,26 @@ class Parts:
             write_atomically(self.out, lambda tmp: _assemble(files, tmp, self.out.suffix))
             remove(self.directory)
         return True
+
+
+def write_json(document: Any, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
+    """Write `document` as indented JSON atomically (temporary name, then rename).
+
+    Raises:
+        DivscopeError: the output exists and `overwrite` is False.
+
+    >>> import tempfile
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> print(write_json({"gini": 0.97}, f"{tmp.name}/summary.json").read_text())
+    {
+      "gini": 0.97
+    }
+    >>> tmp.cleanup()
+    """
+    path = check_target(path, overwrite=overwrite)
+    text = json.dumps(document, indent=2) + "\n"
+    write_atomically(path, lambda tmp: tmp.write_text(text))
+    return path
 
 
 def check_target(path: str | os.PathLike, *, overwrite: bool) -> Path:
@@ -406,6 +449,8 @@ def _write_parquet(table: pa.Table, path: Path) -> None:
 def _assemble(files: list[Path], target: Path, suffix: str) -> None:
     """Concatenate the parts into one file (Parquet: streamed, one row group per part)."""
     if suffix in JSONL_SUFFIXES:
+        import polars as pl  # JSONL is written by polars (the lean path writes Parquet)
+
         pl.read_parquet(files).write_ndjson(target)
         return
     first = pq.read_schema(files[0])

@@ -5,7 +5,6 @@ import pytest
 
 from divscope.errors import DivscopeError
 from divscope.io import (
-    TokenTableWriter,
     attach_token_ids,
     read_metadata,
     read_table,
@@ -14,6 +13,7 @@ from divscope.io import (
     scan_token_table,
 )
 from divscope.schema import TOKEN_TABLE
+from divscope.tables import TokenTableWriter
 from tests.tinymodels import make_tokenizer
 
 
@@ -51,7 +51,7 @@ def test_read_trajectories_jsonl_and_parquet_agree(tmp_path, suffix):
         ),
         (
             [{"prompt_id": "a", "sample_id": "x", "prompt": "w1", "response": "w2"}],
-            "column 'sample_id' has the wrong type: String, expected Int32",
+            "column 'sample_id' has the wrong type: large_string, expected int32",
         ),
     ],
 )

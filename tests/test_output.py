@@ -3,6 +3,7 @@
 import json
 
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -180,3 +181,31 @@ def test_frame_digest_sees_every_value():
     }
     assert len(digests) == 5
     assert frame_digest(frame) == frame_digest(frame.clone())
+
+
+def test_frame_digest_is_the_one_earlier_runs_recorded():
+    # Manifests record `frame_digest` of the inputs, so a run resumes only where it is the
+    # same as before: this value is what the polars implementation (up to issue 27) gave, and
+    # an Arrow table of the same values (text as large_string or string_view) gives it too.
+    frame = pl.DataFrame(
+        {
+            "prompt_id": ["a", "b"],
+            "sample_id": pl.Series([0, 1], dtype=pl.Int32),
+            "model": [None, "rl"],
+            "ids": pl.Series([[1, 2], [3]], dtype=pl.List(pl.Int64)),
+            "x": [0.5, 2.0],
+            "ok": [True, None],
+            "u": pl.Series([1, 2], dtype=pl.UInt8),
+            "f": pl.Series([1, 2], dtype=pl.Float32),
+            "fl": pl.Series([[0.5], [1.5, 2]], dtype=pl.List(pl.Float32)),
+        }
+    )
+    recorded = "d71dbe71f46a4188572b8832e636a5c7aa8686076eca23117398b2edb9799138"
+    table = frame.to_arrow()
+    viewed = table.cast(
+        pa.schema(
+            pa.field(f.name, pa.string_view() if f.type == pa.large_string() else f.type)
+            for f in table.schema
+        )
+    )
+    assert frame_digest(frame) == frame_digest(table) == frame_digest(viewed) == recorded

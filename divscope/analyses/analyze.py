@@ -74,8 +74,8 @@ def analyze(
         (8, 'js', 'ce_base_rl')
         >>> tmp.cleanup()
     """
-    from divscope.io import read_metadata, write_json
-    from divscope.output import check_target
+    from divscope.io import read_metadata
+    from divscope.output import check_target, write_json
 
     study, out = Study.of(study), Output.of(out)
     check_target(out.path, overwrite=out.overwrite)

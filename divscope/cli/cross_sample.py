@@ -12,10 +12,8 @@ from divscope.cli.command import Command
 def present(results, arguments: dict[str, Any]) -> None:
     """Accuracy and recovery per setting and budget (or the count of ungraded responses), and
     where the results are; a share whose others still run says so."""
-    from divscope.analyses.cross_sample import cross_sampling_curve
     from divscope.distributed import reports
     from divscope.errors import DivscopeError
-    from divscope.formatting import curve_text
     from divscope.output import written
 
     out, seed = arguments["out"].path, arguments["config"].seed
@@ -25,8 +23,14 @@ def present(results, arguments: dict[str, Any]) -> None:
         typer.echo(written(out, complete=False))
         return
     if arguments["grid"].grader is None:
-        typer.echo(f"{results.height} responses, ungraded (pass --grader to grade them).")
-    else:
+        typer.echo(f"{results.num_rows} responses, ungraded (pass --grader to grade them).")
+    else:  # graded: the curve needs the analyses (polars)
+        import polars as pl
+
+        from divscope.analyses.cross_sample import cross_sampling_curve
+        from divscope.formatting import curve_text
+
+        results = pl.from_arrow(results)
         try:
             curve = cross_sampling_curve(results, seed=seed)
         except DivscopeError as error:

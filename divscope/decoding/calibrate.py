@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Annotated
 
-import polars as pl
+import pyarrow as pa
 
 from divscope.decoding.gates import Calibration, calibrate_table
 from divscope.decoding.lockstep import DecodeConfig
@@ -123,8 +123,9 @@ def calibrate(
         (['entropy', 'gated'], 731, 2)
         >>> tmp.cleanup()
     """
-    from divscope.io import scan_token_table
+    from divscope.decoding.gates import SCORE_COLUMNS
     from divscope.output import check_target
+    from divscope.tables import read_columns
 
     out = Output.of(out)
     check_target(out.path, overwrite=out.overwrite)
@@ -135,7 +136,7 @@ def calibrate(
             "neither (SOURCE is then a token table from `divscope score`)."
         )
     if base is None:
-        table = scan_token_table(source)
+        table = read_columns(source, SCORE_COLUMNS.values(), what="calibration")
         description = str(source)
     else:
         table = _score_base_samples(source, models, target.n, config, progress)
@@ -147,21 +148,21 @@ def calibrate(
 
 def _score_base_samples(
     prompts: str | os.PathLike, models: ModelPair, n: int, config: DecodeConfig, progress: bool
-) -> pl.DataFrame:
+) -> pa.Table:
     """The token table of `n` base-policy responses per prompt, scored against the RL model."""
     from divscope.decoding.inputs import load, note_length_cap
     from divscope.decoding.lockstep import decode
     from divscope.decoding.policies import Base
     from divscope.models.pair import open_pair
-    from divscope.prompts import read_prompts
-    from divscope.scoring.engine import ScoreConfig, score_table
+    from divscope.prompts import read_prompts_arrow
+    from divscope.scoring.engine import ScoreConfig, score_trajectories
 
-    frame = read_prompts(prompts)
+    frame = read_prompts_arrow(prompts)
     loaded = load(
         frame, str(prompts), open_pair(models), stop=config.stop,
         chat_template=config.chat_template,
     )  # fmt: skip
-    keys = frame["prompt_id"].to_list()
+    keys = frame["prompt_id"].to_pylist()
     note_length_cap(keys, loaded.prompt_ids, config.max_new_tokens, loaded.models,
                     enabled=progress)  # fmt: skip
     requests = [
@@ -173,15 +174,16 @@ def _score_base_samples(
         loaded.models, requests, Base(), config, vocab=loaded.vocab, eos_ids=loaded.stop,
         pad_id=loaded.pad_id, suppressed=loaded.suppressed, progress=progress,
     )  # fmt: skip
-    trajectories = pl.DataFrame(
+    trajectories = pa.table(
         {
-            "prompt_id": [r.prompt_id for r in requests],
-            "sample_id": pl.Series([r.sample_id for r in requests], dtype=pl.Int32()),
+            "prompt_id": pa.array([r.prompt_id for r in requests], pa.large_string()),
+            "sample_id": pa.array([r.sample_id for r in requests], pa.int32()),
             "prompt_ids": [list(r.prompt_ids) for r in requests],
             "response_ids": [d.response_ids for d in decoded],
         }
     )
-    return score_table(
+    batches: list[pa.Table] = []
+    score_trajectories(
         trajectories,
         loaded.models["base"],
         loaded.models["rl"],
@@ -192,6 +194,8 @@ def _score_base_samples(
             max_memory=config.max_memory,
             source="base",  # base rollouts; a table in memory has no metadata: the role's name
         ),
+        sink=batches.append,
         vocab=loaded.vocab,
         progress=progress,
     )
+    return pa.concat_tables(batches)

@@ -12,13 +12,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import polars as pl
+import pyarrow as pa
 
 from divscope.decoding.inputs import Loaded, load, note_length_cap
 from divscope.decoding.lockstep import DecodeConfig, Decoded, decoding_models
-from divscope.decoding.maps import DivergenceMap
 from divscope.decoding.policies import Base, Early, Forward, Policy, RandomEffective, Reverse
 from divscope.decoding.request import Request
 from divscope.decoding.settings import Policies, parse_budgets, parse_names
@@ -26,8 +25,11 @@ from divscope.defaults import BUDGETS, GRADE_TIMEOUT, SAMPLES
 from divscope.errors import DivscopeError
 from divscope.params import LIBRARY_ONLY, Flag, ModelPair, PartedOutput
 from divscope.progress import Progress
-from divscope.schema import CROSS_SAMPLE_PARAMS
+from divscope.schema import CROSS_SAMPLE_ARROW, CROSS_SAMPLE_PARAMS_ARROW, arrow_schema
 from divscope.vocab import TokenPieces
+
+if TYPE_CHECKING:
+    from divscope.decoding.maps import DivergenceMap
 
 PART_ROWS = 64
 """Responses per part of a cross-sample output: what a killed run loses at most, per process."""
@@ -104,7 +106,7 @@ def cross_sample(
     *,
     part_rows: Annotated[int, LIBRARY_ONLY] = PART_ROWS,
     progress: Annotated[bool, LIBRARY_ONLY] = True,
-) -> pl.DataFrame | None:
+) -> pa.Table | None:
     """Decode responses to every prompt under each policy and budget, grade them and write them.
 
     --n responses per prompt of PROMPTS, with --base and --rl in lockstep. Each policy decides,
@@ -145,7 +147,7 @@ def cross_sample(
 
     Returns:
         The results as written (docs/contracts.md, "Cross-sample results", plus
-        `CROSS_SAMPLE_PARAMS`), or None when the output is not complete yet: a share whose
+        `CROSS_SAMPLE_PARAMS_ARROW`), or None when the output is not complete yet: a share whose
         other shares are still running.
 
     Raises:
@@ -168,6 +170,7 @@ def cross_sample(
         >>> results = divscope.cross_sample(
         ...     prompts, lab, "base,rl,forward:eps=0.05", f"{tmp.name}/forward.parquet",
         ...     grid=Grid(budgets=(4,), n=2, grader="lab"), progress=False)
+        >>> results = pl.from_arrow(results)  # a pyarrow Table
         >>> results.group_by("policy", "budget", maintain_order=True).len().rows()
         [('base', -1, 4), ('rl', -1, 4), ('forward', 4, 4)]
         >>> tmp.cleanup()
@@ -175,11 +178,10 @@ def cross_sample(
     from divscope import __version__
     from divscope.decoding.lockstep import planned
     from divscope.distributed import current_world
-    from divscope.grading import GradeConfig, get_grader, grade_table
-    from divscope.io import cross_sample_frame, read_cross_sample
     from divscope.models.pair import open_pair
     from divscope.output import Parts, check_output, frame_digest, share_note
-    from divscope.prompts import read_prompts
+    from divscope.prompts import read_prompts_arrow
+    from divscope.tables import conform, read_arrow
 
     models, out = CrossSampleModels.of(models), PartedOutput.of(out)
     policies = Policies.of(policies).build(config.sampling)
@@ -194,14 +196,17 @@ def cross_sample(
     if not budgets or any(b < -1 for b in budgets):
         raise DivscopeError(f"--budgets {budgets}: give budgets >= 0, or −1 for unlimited.")
     if grader is not None:
+        from divscope.grading import get_grader
+
         get_grader(grader)  # an unknown grader fails before the models load
     forced = _forced(policies, force_prefix, grid.forced_policies)
-    frame = read_prompts(prompts)
-    if grader is not None and "answer" not in frame.columns:
+    frame = read_prompts_arrow(prompts)
+    if grader is not None and "answer" not in frame.column_names:
         raise DivscopeError(
             f"{prompts}: --grader {grader} needs an 'answer' column in the prompts."
         )
-    maps = _maps(policies, frame["prompt_id"])
+    keys = frame["prompt_id"].to_pylist()
+    maps = _maps(policies, keys)
     names = ("base", "rl", "rast_base", "rast_rl")
     needed = [name for name in names if any(name in decoding_models(p, config) for p in policies)]
     for name in needed:
@@ -221,7 +226,7 @@ def cross_sample(
     ]
     per_chunk = -(-part_rows // n)  # prompts per chunk
     chunks = [
-        range(lo, min(lo + per_chunk, frame.height)) for lo in range(0, frame.height, per_chunk)
+        range(lo, min(lo + per_chunk, frame.num_rows)) for lo in range(0, frame.num_rows, per_chunk)
     ]
     settings = {
         "prompts_sha256": frame_digest(frame),
@@ -259,7 +264,6 @@ def cross_sample(
             frame, str(prompts), pair, stop=config.stop, chat_template=config.chat_template,
             force_prefix=force_prefix if forced else None,
         )  # fmt: skip
-        keys = frame["prompt_id"].to_list()
         note_length_cap(
             keys, loaded.prompt_ids, config.max_new_tokens, loaded.models, enabled=progress
         )
@@ -282,11 +286,12 @@ def cross_sample(
             "device": pair.placement(),
             "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
-        grading = GradeConfig(grader, timeout=grid.grade_timeout) if grader is not None else None
-        answers = frame.select("prompt_id", "answer") if grader is not None else None
+        grade = _grading(grader, grid.grade_timeout, frame) if grader is not None else None
         pieces = TokenPieces(loaded.tokenizer)  # the switch tokens' text
         benchmarks = (
-            dict(zip(keys, frame["benchmark"], strict=True)) if "benchmark" in frame.columns else {}
+            dict(zip(keys, frame["benchmark"].to_pylist(), strict=True))
+            if "benchmark" in frame.column_names
+            else {}
         )
         rows = n * sum(costs[u] for u in todo)
         shared: dict[tuple[str, str | None, int], list[Decoded]] = {}  # see `_shared_key`
@@ -328,11 +333,35 @@ def cross_sample(
                     policy, requests, decoded, texts, config, pieces=pieces, benchmarks=benchmarks,
                     force_prefix=prefix,
                 )  # fmt: skip
-                if grading is not None:
-                    results = grade_table(results, grading, answers=answers)
-                parts.write(unit, cross_sample_frame(results), metadata)
+                if grade is not None:
+                    results = grade(results)
+                results = conform(
+                    results, CROSS_SAMPLE_ARROW, source="results", what="cross-sample results"
+                )
+                parts.write(unit, results, metadata)
                 bar.update(len(requests))
-    return read_cross_sample(out.path) if parts.finish(world) else None
+    if not parts.finish(world):
+        return None
+    contract = CROSS_SAMPLE_ARROW | CROSS_SAMPLE_PARAMS_ARROW  # Parquet or JSONL: the same types
+    return conform(
+        read_arrow(out.path), contract, source=str(out.path), what="cross-sample results"
+    )
+
+
+def _grading(grader: str, timeout: float, prompts: pa.Table):
+    """A unit's results (Arrow) -> the same results graded against the prompts' `answer`
+    (grading runs on polars: `divscope.grading`)."""
+    import polars as pl
+
+    from divscope.grading import GradeConfig, grade_table
+
+    config = GradeConfig(grader, timeout=timeout)
+    answers = pl.from_arrow(prompts.select(["prompt_id", "answer"]))
+
+    def grade(results: pa.Table) -> pa.Table:
+        return grade_table(pl.from_arrow(results), config, answers=answers).to_arrow()
+
+    return grade
 
 
 def _maps(policies: Sequence[Policy], prompt_ids: Sequence[str]) -> dict[str, DivergenceMap]:
@@ -342,13 +371,15 @@ def _maps(policies: Sequence[Policy], prompt_ids: Sequence[str]) -> dict[str, Di
     Raises:
         DivscopeError: an unreadable table, or a prompt it has no trajectory of.
     """
-    from divscope.decoding.maps import read_map
-
     floors: dict[str, float] = {}
     for policy in policies:
         table, eps = policy.params().get("map_table"), policy.params().get("eps")
         if table is not None:
             floors[table] = min(eps, floors.get(table, eps))
+    if not floors:
+        return {}
+    from divscope.decoding.maps import read_map  # reads token tables with polars
+
     maps = {table: read_map(table, eps=eps) for table, eps in floors.items()}
     for divergence_map in maps.values():
         divergence_map.check_prompts(prompt_ids)
@@ -467,9 +498,9 @@ def _results_frame(
     pieces: TokenPieces,
     benchmarks: Mapping[str, str | None],
     force_prefix: str | None = None,
-) -> pl.DataFrame:
+) -> pa.Table:
     """The results rows of one decoded unit (every `CROSS_SAMPLE` column, `correct` null, then
-    `CROSS_SAMPLE_PARAMS`).
+    `CROSS_SAMPLE_PARAMS_ARROW`).
 
     Args:
         policy: the policy decoded.
@@ -482,51 +513,36 @@ def _results_frame(
             none (null).
         force_prefix: the text the responses were forced to open with (`force_prefix`).
     """
-    params: dict[str, Any] = {c: None for c in CROSS_SAMPLE_PARAMS}
+    params: dict[str, Any] = dict.fromkeys(CROSS_SAMPLE_PARAMS_ARROW)
     params |= {"temperature": config.sampling.temperature, "top_p": config.sampling.top_p}
     params |= {"max_new_tokens": config.max_new_tokens}
     params |= {k: v for k, v in policy.params().items() if k != "eps"}
     params["force_prefix"] = force_prefix
     eps = policy.params().get("eps")
     rows = len(requests)
-    frame = pl.DataFrame(
-        {
-            "prompt_id": [r.prompt_id for r in requests],
-            "sample_id": [r.sample_id for r in requests],
-            "policy": [policy.name] * rows,
-            "budget": [r.budget for r in requests],
-            "eps": pl.Series([eps] * rows, dtype=pl.Float64()),
-            "seed": [config.seed] * rows,
-            "response_ids": [d.response_ids for d in decoded],
-            "response": texts,
-            "n_tokens": [len(d.response_ids) for d in decoded],
-            "n_switches": [d.n_switches for d in decoded],
-            "n_effective": [d.n_effective for d in decoded],
-            "n_effective_coupled": [d.n_effective_coupled for d in decoded],
-            "switch_positions": pl.Series(
-                [d.switch_positions for d in decoded], dtype=pl.List(pl.Int32())
-            ),
-            "switch_primary_ids": pl.Series(
-                [d.switch_primary_ids for d in decoded], dtype=pl.List(pl.Int32())
-            ),
-            "switch_primary_tokens": pl.Series(
-                [pieces(d.switch_primary_ids) for d in decoded], dtype=pl.List(pl.String())
-            ),
-            "switch_tokens": pl.Series(
-                [pieces([d.response_ids[p] for p in d.switch_positions]) for d in decoded],
-                dtype=pl.List(pl.String()),
-            ),
-            "switch_js": pl.Series([d.switch_js for d in decoded], dtype=pl.List(pl.Float32())),
-            "delta_cosine": pl.Series(
-                [d.delta_cosine for d in decoded], dtype=pl.List(pl.Float32())
-            ),
-            "benchmark": pl.Series(
-                [benchmarks.get(r.prompt_id) for r in requests], dtype=pl.String()
-            ),
-            "finished": [d.finished for d in decoded],
-            "correct": pl.Series([None] * rows, dtype=pl.Boolean()),
-        }
-    )
-    return frame.with_columns(
-        pl.lit(params[c], dtype=t).alias(c) for c, t in CROSS_SAMPLE_PARAMS.items()
+    columns = {
+        "prompt_id": [r.prompt_id for r in requests],
+        "sample_id": [r.sample_id for r in requests],
+        "policy": [policy.name] * rows,
+        "budget": [r.budget for r in requests],
+        "eps": [eps] * rows,
+        "seed": [config.seed] * rows,
+        "response_ids": [d.response_ids for d in decoded],
+        "response": texts,
+        "n_tokens": [len(d.response_ids) for d in decoded],
+        "n_switches": [d.n_switches for d in decoded],
+        "n_effective": [d.n_effective for d in decoded],
+        "n_effective_coupled": [d.n_effective_coupled for d in decoded],
+        "switch_positions": [d.switch_positions for d in decoded],
+        "switch_primary_ids": [d.switch_primary_ids for d in decoded],
+        "switch_primary_tokens": [pieces(d.switch_primary_ids) for d in decoded],
+        "switch_tokens": [pieces([d.response_ids[p] for p in d.switch_positions]) for d in decoded],
+        "switch_js": [d.switch_js for d in decoded],
+        "delta_cosine": [d.delta_cosine for d in decoded],
+        "benchmark": [benchmarks.get(r.prompt_id) for r in requests],
+        "finished": [d.finished for d in decoded],
+        "correct": [None] * rows,
+    } | {c: [params[c]] * rows for c in CROSS_SAMPLE_PARAMS_ARROW}
+    return pa.Table.from_pydict(
+        columns, schema=arrow_schema(CROSS_SAMPLE_ARROW | CROSS_SAMPLE_PARAMS_ARROW)
     )

@@ -22,11 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import polars as pl
 
 from divscope.errors import DivscopeError
-from divscope.io import write_json
 from divscope.schema import require_columns
+from divscope.tables import as_arrow
 
 # Token-table column behind each gated policy.
 SCORE_COLUMNS: dict[str, str] = {"gated": "ce_base_rl", "entropy": "entropy_base"}
@@ -70,6 +69,8 @@ class Calibration:
 
     def to_json(self, path: str | os.PathLike) -> None:
         """Write the calibration as a small JSON file, atomically, replacing `path`."""
+        from divscope.output import write_json
+
         write_json(asdict(self), path, overwrite=True)
 
     @staticmethod
@@ -136,13 +137,14 @@ def calibrate_scores(scores: np.ndarray, rate: float, *, source: str = "calibrat
 
 
 def calibrate_table(
-    table: pl.DataFrame | pl.LazyFrame, rates: float | Sequence[float], window: int, source: str
+    table: Any, rates: float | Sequence[float], window: int, source: str
 ) -> Calibration:
     """Calibrate both gates on a token table's `ce_base_rl` and `entropy_base` columns, at
     each rate (the scores are read once).
 
     Args:
-        table: token-table rows (the base model's responses, scored against the RL model).
+        table: token-table rows (the base model's responses, scored against the RL model): a
+            pyarrow Table or a polars DataFrame.
         rates: target takeover rates r in (0, 1), one or several (each given once).
         window: W of the gates' recent mean (stored, not used by the calibration).
         source: a description of the table for the JSON.
@@ -156,9 +158,8 @@ def calibrate_table(
     if not rates or len(set(rates)) != len(rates):
         raise DivscopeError(f"--rate {','.join(map(str, rates))!r}: give each rate once.")
     columns = list(SCORE_COLUMNS.values())
-    lazy = table.lazy()
-    require_columns(lazy.collect_schema().names(), columns, source=source, what="calibration")
-    frame = lazy.select(columns).collect()
+    frame = as_arrow(table)
+    require_columns(frame.column_names, columns, source=source, what="calibration")
     gates = {
         policy: tuple(
             calibrate_scores(frame[column].to_numpy(), rate, source=f"{source}, column {column!r}")
@@ -167,5 +168,5 @@ def calibrate_table(
         for policy, column in SCORE_COLUMNS.items()
     }
     return Calibration(
-        rates=rates, window=window, gates=gates, n_tokens=frame.height, source=source
+        rates=rates, window=window, gates=gates, n_tokens=frame.num_rows, source=source
     )

@@ -7,8 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import polars as pl
-
 from divscope.errors import DivscopeError
 from divscope.models.pair import Pair
 from divscope.vocab import Compatibility
@@ -69,7 +67,7 @@ class Loaded:
 
 
 def load(
-    frame: pl.DataFrame,
+    frame: Any,
     source: str,
     pair: Pair,
     *,
@@ -81,7 +79,7 @@ def load(
     any model loads (the tokenizers are, by `open_pair`).
 
     Args:
-        frame: prompts as `prompts.read_prompts` returns them.
+        frame: prompts as `prompts.read_prompts_arrow` returns them (or a polars frame).
         source: the prompts file, for error messages.
         pair: the run's models, their tokenizers checked; the first one's tokenizer is used.
         stop: extra stop tokens (`--stop`: ids or single-token strings).

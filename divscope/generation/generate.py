@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-import polars as pl
+import pyarrow as pa
 
 from divscope.defaults import DEVICE, ENGINE
 from divscope.distributed import World
@@ -33,7 +33,8 @@ from divscope.memory_plan import format_bytes, parse_memory
 from divscope.output import check_output, frame_digest, share_note, written
 from divscope.params import LIBRARY_ONLY, Flag, PartedOutput, SinglePlacement
 from divscope.progress import Progress, note
-from divscope.schema import GENERATED
+from divscope.schema import GENERATED_ARROW, arrow_schema
+from divscope.tables import IDS
 
 
 @dataclass(frozen=True)
@@ -186,7 +187,7 @@ def generate(
     from divscope.distributed import current_world
     from divscope.models.tokenizers import load_tokenizer
     from divscope.output import Parts
-    from divscope.prompts import chat_prompts, prompt_texts, prompt_token_ids, read_prompts
+    from divscope.prompts import chat_prompts, prompt_texts, prompt_token_ids, read_prompts_arrow
 
     out = PartedOutput.of(out)
     device, device_map = placement.device, placement.device_map
@@ -203,14 +204,14 @@ def generate(
             "GPU (or per --tensor-parallel-size group) with --shard i/n instead."
         )
     check_output(out.path, world)
-    frame = read_prompts(prompts)
+    frame = read_prompts_arrow(prompts)
     tokenizer = load_tokenizer(model)
     if config.chat_template:
         texts, ids = chat_prompts(frame, tokenizer, source=str(prompts))
     else:
         ids = prompt_token_ids(frame, tokenizer, source=str(prompts))
         texts = prompt_texts(frame, ids, tokenizer)
-    keys = frame["prompt_id"].to_list()
+    keys = frame["prompt_id"].to_pylist()
     parts = Parts.start(
         out.path, "generate", _settings(model, config, keys, ids), len(keys),
         resume=out.resume, overwrite=out.overwrite, world=world,
@@ -218,7 +219,7 @@ def generate(
     mine = [] if parts.finished else world.share([len(x) for x in ids])
     done = parts.done(mine)
     todo = [i for i in mine if i not in done]
-    carried = frame.drop([c for c in frame.columns if c in GENERATED])
+    carried = frame.drop_columns([c for c in frame.column_names if c in GENERATED_ARROW])
     requests = [(keys[i], ids[i]) for i in todo]
     engine = (
         _engine(
@@ -240,8 +241,11 @@ def generate(
         for j, responses in engine.sample(requests) if engine is not None else ():
             i = todo[j]
             part = _part(keys[i], texts[i], ids[i], responses, tokenizer, model)
-            extra = carried[[i] * len(responses)]  # the prompt's other columns, repeated
-            parts.write(i, pl.concat([part, extra], how="horizontal"), parts.settings)
+            extra = carried.take([i] * len(responses))  # the prompt's other columns, repeated
+            rows = pa.Table.from_arrays(
+                [*part.columns, *extra.columns], names=[*part.column_names, *extra.column_names]
+            )
+            parts.write(i, rows, parts.settings)
             n_responses += len(responses)
             n_finished += sum(r.finished for r in responses)
             n_tokens += sum(len(r.response_ids) for r in responses)
@@ -262,8 +266,10 @@ def _settings(model: str, config: GenerateConfig, keys: list[str], ids: list[lis
     """
     from divscope import __version__
 
-    prompts = pl.DataFrame({"prompt_id": keys, "prompt_ids": ids})
-    digest = frame_digest(prompts.cast({"prompt_ids": pl.List(pl.Int64())}))
+    prompts = pa.table(
+        {"prompt_id": pa.array(keys, pa.large_string()), "prompt_ids": pa.array(ids, IDS)}
+    )
+    digest = frame_digest(prompts)
     settings = asdict(config.sampling) | {"engine": config.engine}
     if config.engine == "vllm":
         settings["tensor_parallel_size"] = config.vllm.tensor_parallel_size
@@ -299,7 +305,7 @@ def _part(
     responses: list[Sampled],
     tokenizer: Any,
     model: str,
-) -> pl.DataFrame:
+) -> pa.Table:
     """The trajectory rows of one prompt."""
     n = len(responses)
     texts = tokenizer.batch_decode([r.response_ids for r in responses], skip_special_tokens=True)
@@ -314,4 +320,4 @@ def _part(
         "finished": [r.finished for r in responses],
         "model": [model] * n,
     }
-    return pl.DataFrame(columns, schema=GENERATED)
+    return pa.Table.from_pydict(columns, schema=arrow_schema(GENERATED_ARROW))

@@ -63,7 +63,7 @@ class EvolutionDir:
     ) -> Path:
         """Write step `step`'s token table (with `metadata` as its `divscope` metadata, `step`
         added) and its summary line; a step written before is replaced. Returns the table."""
-        from divscope.io import TokenTableWriter
+        from divscope.tables import TokenTableWriter
 
         if step < 0:
             raise DivscopeError(f"evolution directory: step must be >= 0, got {step}.")

@@ -4,10 +4,10 @@ One forward pass per sequence per model, sequences packed into batches by a toke
 (sorted by length, right-padded, attention-masked). The decoder's final hidden states of the
 response positions only go through the output head, `chunk_rows` rows at a time, and every
 statistic of both models is computed on that chunk (`pair_stats`); no `[batch, seq, vocab]`
-tensor ever exists. Each finished batch is handed to `sink` as a token-table frame, so the
-caller streams it to disk. A forward that runs out of GPU memory runs again on each half of
-its batch (`divscope.oom`), with the same result; the statistics of both models are computed
-on the base model's output-head device.
+tensor ever exists. Each finished batch is handed to `sink` as a token-table `pyarrow.Table`
+(the engine needs no polars), so the caller streams it to disk. A forward that runs out of GPU
+memory runs again on each half of its batch (`divscope.oom`), with the same result; the
+statistics of both models are computed on the base model's output-head device.
 
 Position contract: the distribution scored for response token t is the next-token
 distribution given prompt + response[:t], i.e. the output at input index prompt_len + t − 1.
@@ -20,10 +20,11 @@ import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
-import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 import torch
 from torch import Tensor
 
@@ -41,9 +42,19 @@ from divscope.models.tokenizers import vocab_size
 from divscope.oom import PLACEMENT_ADVICE, halving
 from divscope.params import Flag
 from divscope.progress import Progress
-from divscope.schema import TOKEN_TABLE, TRAJECTORY_IDS, TRAJECTORY_KEY, require_columns
+from divscope.schema import (
+    TOKEN_TABLE_ARROW,
+    TRAJECTORY_IDS,
+    TRAJECTORY_KEY,
+    arrow_schema,
+    require_columns,
+)
 from divscope.scoring.metrics import StatsConfig, pair_stats
+from divscope.tables import as_arrow, first_row, key_of, list_lengths
 from divscope.vocab import TokenPieces
+
+if TYPE_CHECKING:
+    import polars as pl
 
 # JS below this counts as "near zero" in the summary (nats; JS is in [0, ln 2]).
 NEAR_ZERO_JS = 1e-3
@@ -150,13 +161,13 @@ class ScoreSummary:
 
 
 def score_trajectories(
-    trajectories: pl.DataFrame,
+    trajectories: Any,
     base,
     rl,
     tokenizer,
     config: ScoreConfig = ScoreConfig(),  # noqa: B008 (frozen, hashable)
     *,
-    sink: Callable[[pl.DataFrame], None],
+    sink: Callable[[pa.Table], None],
     progress: bool = True,
     vocab: int | None = None,
     groups: Sequence[Sequence[int]] | None = None,
@@ -165,16 +176,18 @@ def score_trajectories(
     and `rl`.
 
     Args:
-        trajectories: one row per response with `prompt_id`, `sample_id`, `prompt_ids`,
-            `response_ids` (lists of token ids) and optionally `correct` and `model` (the
-            token table's `source`, `with_source`: else `config.source`).
+        trajectories: one row per response (a `pyarrow.Table` or a polars DataFrame) with
+            `prompt_id`, `sample_id`, `prompt_ids`, `response_ids` (lists of token ids) and
+            optionally `correct` and `model` (the token table's `source`, `with_source`: else
+            `config.source`).
         base: the base model (a transformers causal LM, in eval mode, on its device).
         rl: the RL-fine-tuned model; it must share `tokenizer` with `base`.
         tokenizer: the shared tokenizer; its size is the vocabulary.
         config: top-p, temperature, batching and chunking; values left None are planned for
             these trajectories (`planned`).
-        sink: called with each finished batch as a token-table frame (all `TOKEN_TABLE`
-            columns, those dtypes), e.g. `TokenTableWriter.write` or `list.append`.
+        sink: called with each finished batch as a token-table `pyarrow.Table` (all
+            `TOKEN_TABLE_ARROW` columns, those types), e.g. `TokenTableWriter.write` or
+            `list.append`.
         progress: report progress with tokens/s (and a memory plan, once) on stderr
             (`divscope.progress`).
         vocab: the ids compared (`divscope.vocab.Compatibility.vocab`, the ids all the
@@ -194,7 +207,7 @@ def score_trajectories(
             states.
     """
     start = time.perf_counter()
-    trajectories = with_source(trajectories, config.source)
+    trajectories = with_source(as_arrow(trajectories), config.source)
     vocab = vocab_size(tokenizer) if vocab is None else vocab
     config = planned(config, trajectories, base, rl, vocab, progress=progress)
     plan = _Plan.build(trajectories, base, rl, vocab, config, groups)
@@ -207,14 +220,14 @@ def score_trajectories(
             sink(frame)
             js_parts.append(frame["js"].to_numpy())
             fallback_rows += fallbacks
-            bar.update(frame.height)
+            bar.update(frame.num_rows)
     js = np.concatenate(js_parts) if js_parts else np.empty(0, dtype=np.float32)
     return ScoreSummary.of(js, plan.sequences, fallback_rows, time.perf_counter() - start)
 
 
 def with_source(
-    trajectories: pl.DataFrame, source: str | None, *, where: str = "trajectories"
-) -> pl.DataFrame:
+    trajectories: pa.Table, source: str | None, *, where: str = "trajectories"
+) -> pa.Table:
     """`trajectories` with their `model` column, which the token table keeps as `source`: the
     file's own, its nulls filled with `source` (--source); all `source` where there is no such
     column (null where `source` is None too).
@@ -222,30 +235,38 @@ def with_source(
     Raises:
         DivscopeError: a `model` value that is not `source` (`where` names the file).
 
-    >>> frame = pl.DataFrame({"prompt_id": ["a", "a"], "sample_id": [0, 1]})
-    >>> with_source(frame, "rl")["model"].to_list()
+    >>> table = pa.table({"prompt_id": ["a", "a"], "sample_id": [0, 1]})
+    >>> with_source(table, "rl")["model"].to_pylist()
     ['rl', 'rl']
-    >>> with_source(frame.with_columns(model=pl.lit("base")), "rl")  # doctest: +ELLIPSIS
+    >>> with_source(table.append_column("model", pa.array(["base"] * 2)), "rl")
+    ... # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     divscope.errors.DivscopeError: trajectories: column 'model' says ['base'], but --source is ...
     """
-    if "model" not in trajectories.columns:
-        return trajectories.with_columns(pl.lit(source, pl.String()).alias("model"))
+    text = pa.large_string()
+    if "model" not in trajectories.column_names:
+        model = pa.nulls(trajectories.num_rows, text) if source is None else None
+        if model is None:
+            model = pa.array([source] * trajectories.num_rows, text)
+        return trajectories.append_column("model", model)
     if source is None:
         return trajectories
-    values = trajectories["model"].drop_nulls().unique().sort().to_list()
+    column = trajectories["model"]
+    values = sorted(pc.unique(column.drop_null()).to_pylist())
     if any(value != source for value in values):
         raise DivscopeError(
             f"{where}: column 'model' says {values}, but --source is {source!r}; --source "
             "names the model of trajectories that have no 'model' column: drop it (the column "
             "decides), or fix the column."
         )
-    return trajectories.with_columns(pl.col("model").fill_null(source))
+    at = trajectories.schema.get_field_index("model")
+    filled = pc.fill_null(column.cast(text), pa.scalar(source, text))
+    return trajectories.set_column(at, "model", filled)
 
 
 def score_table(
-    trajectories: pl.DataFrame,
+    trajectories: Any,
     base,
     rl,
     tokenizer,
@@ -254,20 +275,23 @@ def score_table(
     progress: bool = True,
     vocab: int | None = None,
 ) -> pl.DataFrame:
-    """The token table of `trajectories`, in memory: `score_trajectories` with its batches
-    collected and concatenated (`vocab`: see there). For tables that fit in memory (calibration
-    samples, tests); `divscope.score` streams to disk instead.
+    """The token table of `trajectories`, in memory, as a polars DataFrame: `score_trajectories`
+    with its batches collected and concatenated (`vocab`: see there). For tables that fit in
+    memory (calibration samples, tests, the monitor); `divscope.score` streams to disk instead.
     """
-    parts: list[pl.DataFrame] = []
+    import polars as pl
+
+    parts: list[pa.Table] = []
     score_trajectories(
         trajectories, base, rl, tokenizer, config, sink=parts.append, progress=progress,
         vocab=vocab,
     )  # fmt: skip
-    return pl.concat(parts)
+    table = pa.concat_tables(parts) if parts else arrow_schema(TOKEN_TABLE_ARROW).empty_table()
+    return pl.from_arrow(table)
 
 
 def planned(
-    config: ScoreConfig, trajectories: pl.DataFrame, base, rl, vocab: int, *, progress: bool
+    config: ScoreConfig, trajectories: Any, base, rl, vocab: int, *, progress: bool
 ) -> ScoreConfig:
     """`config` with its batch tokens and chunk rows decided: the values given are kept, the
     others planned for the longest of `trajectories` (`memory_plan.plan_scoring`, which plans
@@ -282,12 +306,17 @@ def planned(
     """
     if config.batch_tokens is not None and config.chunk_rows is not None:
         return config
-    require_columns(trajectories.columns, TRAJECTORY_IDS, source="trajectories", what="scoring")
-    lengths = trajectories["prompt_ids"].list.len() + trajectories["response_ids"].list.len() - 1
+    trajectories = as_arrow(trajectories)
+    require_columns(
+        trajectories.column_names, TRAJECTORY_IDS, source="trajectories", what="scoring"
+    )
+    lengths = (
+        list_lengths(trajectories["prompt_ids"]) + list_lengths(trajectories["response_ids"]) - 1
+    )
     memory = plan_scoring(
         {"base": base, "rl": rl}, vocab, max_memory=config.max_memory,
         chunk_rows=config.chunk_rows, batch_tokens=config.batch_tokens,
-        longest=max(lengths.max() or 1, 1), head_dtype=config.head_dtype,
+        longest=max(int(lengths.max()) if lengths.size else 1, 1), head_dtype=config.head_dtype,
     )  # fmt: skip
     announce(memory, enabled=progress)
     if memory is None:
@@ -304,7 +333,7 @@ class _Plan:
     """Validated inputs and the batches to run (lists of row indices, longest first within
     each group of rows)."""
 
-    frame: pl.DataFrame
+    frame: pa.Table
     prompts: list[list[int]]
     responses: list[list[int]]
     batches: list[list[int]]
@@ -316,7 +345,7 @@ class _Plan:
 
     @staticmethod
     def build(
-        trajectories: pl.DataFrame,
+        trajectories: pa.Table,
         base,
         rl,
         vocab: int,
@@ -324,15 +353,15 @@ class _Plan:
         groups: Sequence[Sequence[int]] | None = None,
     ) -> _Plan:
         require_columns(
-            trajectories.columns,
+            trajectories.column_names,
             (*TRAJECTORY_KEY, *TRAJECTORY_IDS),
             source="trajectories",
             what="scoring",
         )
         check_ids(trajectories, vocab)
-        prompts = trajectories["prompt_ids"].to_list()
-        responses = trajectories["response_ids"].to_list()
-        keys = trajectories.select(TRAJECTORY_KEY).rows()
+        prompts = trajectories["prompt_ids"].to_pylist()
+        responses = trajectories["response_ids"].to_pylist()
+        keys = list(zip(*(trajectories[c].to_pylist() for c in TRAJECTORY_KEY), strict=True))
         # The input is prompt + response[:-1]: the last token's own successor is never needed.
         lengths = [len(p) + len(r) - 1 for p, r in zip(prompts, responses, strict=True)]
         for name, model in (("base", base), ("rl", rl)):
@@ -364,27 +393,37 @@ class _Plan:
             sequences=sum(len(group) for group in groups),
             total_tokens=sum(len(responses[j]) for group in groups for j in group),
         )
-        if trajectories.height:
+        if trajectories.num_rows:
             for name, model in (("base", base), ("rl", rl)):
                 check_head_reproduces_logits(model, name, (prompts[0] + responses[0])[:16], vocab)
         return plan
 
 
-def check_ids(trajectories: pl.DataFrame, vocab: int, *, source: str = "trajectories") -> None:
+def check_ids(trajectories: Any, vocab: int, *, source: str = "trajectories") -> None:
     """Every trajectory has a prompt and a response, all ids inside the vocabulary.
 
     Raises:
         DivscopeError: naming `source`, the first bad trajectory and the offending id.
+
+    >>> check_ids(pa.table({"prompt_id": ["a"], "sample_id": [0], "prompt_ids": [[1]],
+    ...                     "response_ids": [[9]]}), vocab=8)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    divscope.errors.DivscopeError: trajectories: token id 9 of prompt_id='a', ... [0, 8).
     """
+    trajectories = as_arrow(trajectories)
     for column in TRAJECTORY_IDS:
-        ids = pl.col(column)
-        bad = trajectories.filter(
-            (ids.list.len() == 0) | (ids.list.min() < 0) | (ids.list.max() >= vocab)
-        )
-        if not bad.height:
+        ids = trajectories[column]
+        flat = pc.list_flatten(ids)
+        rows = pc.list_parent_indices(ids)
+        outside = pc.or_(pc.less(flat, 0), pc.greater_equal(flat, vocab))
+        bad = np.zeros(trajectories.num_rows, dtype=bool)
+        bad[rows.to_numpy()[outside.to_numpy(zero_copy_only=False)]] = True
+        bad |= list_lengths(ids) == 0
+        row = first_row(trajectories, pa.array(bad))
+        if row is None:
             continue
-        row = bad.row(0, named=True)
-        where = f"prompt_id={row['prompt_id']!r}, sample_id={row['sample_id']!r}"
+        where = key_of(row)
         if not row[column]:
             part = column.removesuffix("_ids")
             raise DivscopeError(
@@ -414,8 +453,8 @@ def _pack(lengths: list[int], batch_tokens: int) -> list[list[int]]:
 
 def _scored_batches(
     plan: _Plan, base, rl, tokenizer, config: ScoreConfig
-) -> Iterator[tuple[pl.DataFrame, int]]:
-    """Yield (token-table frame, full-sort rows) per batch."""
+) -> Iterator[tuple[pa.Table, int]]:
+    """Yield (token-table batch, full-sort rows) per batch."""
     pieces = TokenPieces(tokenizer)
     scorer = _BatchScorer.build(plan, base, rl, config)
     for batch in plan.batches:
@@ -516,7 +555,7 @@ class _BatchScorer:
             )
 
         def too_large(row: int) -> str:
-            prompt_id, sample_id = plan.frame.select(TRAJECTORY_KEY).row(row)
+            prompt_id, sample_id = (plan.frame[c][row].as_py() for c in TRAJECTORY_KEY)
             prompt, response = plan.prompts[row], plan.responses[row]
             return (
                 f"out of GPU memory in the {name} model's forward pass over prompt_id="
@@ -587,30 +626,28 @@ def _batch_frame(
     responses: list[list[int]],
     columns: dict[str, list[Tensor]],
     pieces: TokenPieces,
-) -> pl.DataFrame:
-    """Assemble one batch's token-table frame (every TOKEN_TABLE column, in order)."""
+) -> pa.Table:
+    """Assemble one batch's token-table rows (every `TOKEN_TABLE_ARROW` column, in order)."""
     lengths = np.array([len(r) for r in responses])  # [B]
     positions = np.concatenate([np.arange(n) for n in lengths])  # [N]
     n_tokens = np.repeat(lengths, lengths)  # [N]
     token_ids = np.concatenate([np.asarray(r) for r in responses])  # [N]
-    rows = plan.frame[batch]
-    correct = rows["correct"] if "correct" in rows.columns else pl.lit(None)
-    keys = rows.select(
-        pl.col("prompt_id").cast(pl.String),
-        pl.col("sample_id"),
-        pl.col("model").alias("source"),  # `with_source`
-        correct.alias("correct"),
-    )[np.repeat(np.arange(len(batch)), lengths)]
-    values = pl.DataFrame(
-        {
-            "position": positions,
-            "n_tokens": n_tokens,
-            "rel_position": positions / n_tokens,
-            "token_id": token_ids,
-            "token": pieces(token_ids),
-            **{name: torch.cat(parts).numpy() for name, parts in columns.items()},
-        }
-    )
-    return pl.concat([keys, values], how="horizontal").select(
-        pl.col(name).cast(dtype) for name, dtype in TOKEN_TABLE.items()
-    )
+    rows = plan.frame.take(np.asarray(batch)).take(np.repeat(np.arange(len(batch)), lengths))
+    n = len(token_ids)
+    values = {
+        "prompt_id": rows["prompt_id"],
+        "sample_id": rows["sample_id"],
+        "source": rows["model"],  # `with_source`
+        "correct": rows["correct"] if "correct" in rows.column_names else pa.nulls(n),
+        "position": positions,
+        "n_tokens": n_tokens,
+        "rel_position": positions / n_tokens,
+        "token_id": token_ids,
+        "token": pieces(token_ids),
+        **{name: torch.cat(parts).numpy() for name, parts in columns.items()},
+    }
+    arrays = [
+        pc.cast(pa.array(value) if isinstance(value, np.ndarray | list) else value, dtype)
+        for value, dtype in ((values[name], dtype) for name, dtype in TOKEN_TABLE_ARROW.items())
+    ]
+    return pa.Table.from_arrays(arrays, schema=arrow_schema(TOKEN_TABLE_ARROW))

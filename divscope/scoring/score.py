@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
-import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from divscope.params import LIBRARY_ONLY, ModelPair, PartedOutput
 from divscope.progress import Progress
@@ -76,11 +77,11 @@ def score(
 
     Example (the lab in `fixtures/lab`, from the repository root):
         >>> import tempfile
-        >>> import polars as pl
         >>> import divscope
         >>> tmp = tempfile.TemporaryDirectory()
         >>> few, tokens = f"{tmp.name}/few.jsonl", f"{tmp.name}/tokens.parquet"
-        >>> pl.read_ndjson("fixtures/lab/trajectories.jsonl").head(8).write_ndjson(few)
+        >>> with open("fixtures/lab/trajectories.jsonl") as lines, open(few, "w") as out:
+        ...     _ = out.writelines(line for _, line in zip(range(8), lines))
         >>> from divscope.params import ModelPair
         >>> lab = ModelPair("fixtures/lab/base", "fixtures/lab/rl")
         >>> summary = divscope.score(few, lab, tokens, progress=False)
@@ -93,31 +94,31 @@ def score(
     """
     from divscope import __version__
     from divscope.distributed import current_world, reports
-    from divscope.io import attach_token_ids, read_trajectories, scan_token_table
     from divscope.models.pair import open_pair
     from divscope.output import Parts, check_output, frame_digest, share_note
     from divscope.progress import note
     from divscope.scoring.engine import planned, score_trajectories, with_source
+    from divscope.tables import attach_ids, list_lengths, read_columns, read_trajectories_arrow
 
     out = PartedOutput.of(out)
     base, rl, placement = models.base, models.rl, models.placement
     world = current_world(out.shard, placement.device, placement.device_map)
     check_output(out.path, world)
     # Cheap checks first: a bad file or an existing output should not wait for model loading.
-    frame = with_source(read_trajectories(trajectories), config.source, where=str(trajectories))
+    frame = read_trajectories_arrow(trajectories)
+    frame = with_source(frame, config.source, where=str(trajectories))
     note(_unknown_source(frame, trajectories), enabled=reports())
     pair = open_pair(models, world)
     tokenizer, compatibility = pair.tokenizer, pair.compatibility
     assert compatibility is not None  # two models
-    frame = attach_token_ids(frame, tokenizer)
+    frame = attach_ids(frame, tokenizer)
+    responses = list_lengths(frame["response_ids"])
     units = score_units(
-        (frame["response_ids"].list.len() + frame["prompt_ids"].list.len()).to_list(),
-        frame["response_ids"].list.len().to_list(),
-        part_tokens,
+        (responses + list_lengths(frame["prompt_ids"])).tolist(), responses.tolist(), part_tokens
     )
     settings = {
         "trajectories_sha256": frame_digest(
-            frame.select("prompt_id", "sample_id", "model", "prompt_ids", "response_ids")
+            frame.select(["prompt_id", "sample_id", "model", "prompt_ids", "response_ids"])
         ),
         "models": {"base": base, "rl": rl},
         "source": config.source,
@@ -138,13 +139,14 @@ def score(
         overwrite=out.overwrite,
         world=world,
     )
-    costs = [frame["response_ids"][rows].list.len().sum() for rows in units]
+    costs = [int(responses[rows].sum()) for rows in units]
     mine = [] if parts.finished else world.share(costs)
     done = parts.done(mine)
     todo = [u for u in mine if u not in done]
     fallback_rows = scored = 0
     start = time.perf_counter()
     if todo:
+        named = frame["model"].drop_null()
         loaded = pair.load()
         config = planned(config, frame, loaded["base"], loaded["rl"], compatibility.vocab,
                          progress=progress)  # fmt: skip
@@ -152,7 +154,7 @@ def score(
             **settings,
             "models": pair.describe(loaded),
             "trajectories": str(Path(trajectories)),
-            "sources": source_roles(frame["model"].unique().sort().to_list(), base, rl),
+            "sources": source_roles(sorted(pc.unique(named).to_pylist()), base, rl),
             "tokenizers": compatibility.metadata(),
             "batch_tokens": config.batch_tokens,  # as planned (`--max-memory`) or given
             "chunk_rows": config.chunk_rows,
@@ -173,9 +175,9 @@ def score(
     seconds = time.perf_counter() - start
     if not parts.finish(world):
         return None
-    js = scan_token_table(out.path).select("js").collect()["js"].to_numpy()
+    js = read_columns(out.path, ["js"], what="the summary")["js"].to_numpy()
     resumed = scored if scored != js.size else None
-    return ScoreSummary.of(js, frame.height, fallback_rows, seconds, resumed)
+    return ScoreSummary.of(js, frame.num_rows, fallback_rows, seconds, resumed)
 
 
 def source_roles(values: Iterable[str | None], base: str, rl: str) -> dict[str, str | None]:
@@ -208,12 +210,12 @@ def source_roles(values: Iterable[str | None], base: str, rl: str) -> dict[str, 
     return roles
 
 
-def _unknown_source(frame: pl.DataFrame, trajectories: str | os.PathLike) -> str | None:
+def _unknown_source(frame: pa.Table, trajectories: str | os.PathLike) -> str | None:
     """What `score` says on stderr about trajectories whose source is unknown (None: none)."""
-    unknown = frame["model"].null_count()
+    unknown = frame["model"].null_count
     if not unknown:
         return None
-    which = "" if unknown == frame.height else f"{unknown:,} of the {frame.height:,} "
+    which = "" if unknown == frame.num_rows else f"{unknown:,} of the {frame.num_rows:,} "
     return (
         f"{trajectories}: {which}trajectories have no 'model' and no --source was given, so "
         "their token-table `source` is null: analyze, plot and report cannot tell base "
@@ -228,19 +230,19 @@ class _UnitWriter:
     in; `bar` counts the tokens."""
 
     def __init__(self, parts, units: list[tuple[int, int]], metadata: dict, bar) -> None:
-        from divscope.io import token_table_arrow_schema
+        from divscope.tables import token_table_schema
 
         self.parts, self.metadata, self.bar = parts, metadata, bar
         self.pending = list(units)  # (unit, response tokens), in the order they are scored
-        self.batches: list[pl.DataFrame] = []
-        self.schema = token_table_arrow_schema()
+        self.batches: list[pa.Table] = []
+        self.schema = token_table_schema()
 
-    def write(self, batch: pl.DataFrame) -> None:
-        self.bar.update(batch.height)
+    def write(self, batch: pa.Table) -> None:
+        self.bar.update(batch.num_rows)
         self.batches.append(batch)
         unit, tokens = self.pending[0]
-        if sum(b.height for b in self.batches) == tokens:
-            self.parts.write(unit, pl.concat(self.batches), self.metadata, self.schema)
+        if sum(b.num_rows for b in self.batches) == tokens:
+            self.parts.write(unit, pa.concat_tables(self.batches), self.metadata, self.schema)
             self.batches.clear()
             self.pending.pop(0)
 

@@ -32,8 +32,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from divscope.errors import DivscopeError
-from divscope.io import write_json
-from divscope.output import check_target
+from divscope.output import check_target, write_json
 from divscope.params import LIBRARY_ONLY, Flag
 from divscope.progress import Progress
 

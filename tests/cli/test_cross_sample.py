@@ -316,9 +316,9 @@ def test_the_python_api_runs_the_controls_that_the_command_line_runs(tmp_path, t
         "--n", 2, "--max-new-tokens", 8, "--seed", 1, "--batch-size", 4, "--out", cli,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    api = divscope.cross_sample(
+    api = pl.from_arrow(divscope.cross_sample(
         prompts, ModelPair(str(base), str(rl)), [RLReplace()], tmp_path / "api.parquet",
         DecodeConfig(max_new_tokens=8, seed=1, batch_size=4), Grid(n=2), progress=False,
-    )  # fmt: skip
+    ))  # fmt: skip
     assert sorted(api["policy"].unique()) == ["base", "rl", "rl-replace"]
     assert api.equals(read_cross_sample(cli))

@@ -192,7 +192,9 @@ def test_a_killed_cross_sample_resumes_to_the_same_results(tmp_path):
     kwargs = dict(config=config, grid=Grid(budgets=(1,), n=2, grader="lab"), part_rows=8,
                   progress=False)  # fmt: skip
     policies = [Base(), Forward(eps=0.05)]
-    reference = divscope.cross_sample(prompts, lab, policies, tmp_path / "ref.jsonl", **kwargs)
+    reference = pl.from_arrow(
+        divscope.cross_sample(prompts, lab, policies, tmp_path / "ref.jsonl", **kwargs)
+    )
     out = tmp_path / "xs"
     # `part_rows` is not a flag (the CLI's parts hold 64 responses): the killed run is a script.
     script = (
@@ -208,8 +210,8 @@ def test_a_killed_cross_sample_resumes_to_the_same_results(tmp_path):
     process = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True)
     _kill_when(process, lambda: _parts(out) >= 2)
     assert 2 <= _parts(out) < 12  # 6 chunks of 4 prompts x 2 settings
-    results = divscope.cross_sample(prompts, lab, policies, PartedOutput(out, resume=True),
-                                    **kwargs)  # fmt: skip
+    resumed = PartedOutput(out, resume=True)
+    results = pl.from_arrow(divscope.cross_sample(prompts, lab, policies, resumed, **kwargs))
     assert results.equals(reference)
     assert json.loads((out / MANIFEST).read_text())["parts"] == 12
     assert read_cross_sample(out).equals(reference)

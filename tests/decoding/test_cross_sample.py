@@ -88,11 +88,12 @@ def _cross_sample(prompts, tiny_pair, out, policies, resume=False, **grid):
     from divscope.params import ModelPair, PartedOutput
 
     base, rl = tiny_pair
-    return cross_sample(
+    results = cross_sample(
         prompts, ModelPair(str(base), str(rl)), policies, PartedOutput(out, resume=resume),
         DecodeConfig(max_new_tokens=10, batch_size=4),
         Grid(**{"n": 2, "budgets": (-1,), **grid}), progress=False,
     )  # fmt: skip
+    return pl.from_arrow(results)  # a pyarrow Table
 
 
 def _by_key(frame: pl.DataFrame) -> dict[tuple[str, int], dict]:

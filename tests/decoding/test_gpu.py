@@ -37,16 +37,16 @@ def lab():
     """The lab's base and rl models in bfloat16 on cuda, and 24 eval prompts × 2 samples."""
     from divscope.models.loading import load_model
     from divscope.models.tokenizers import load_tokenizer
-    from divscope.prompts import prompt_token_ids, read_prompts
+    from divscope.prompts import prompt_token_ids, read_prompts_arrow
 
     tokenizer = load_tokenizer(str(LAB / "base"))
     models = {
         name: load_model(str(LAB / name), dtype="bfloat16", device="cuda")
         for name in ("base", "rl")
     }
-    prompts = read_prompts(LAB / "prompts" / "eval.jsonl").head(24)
+    prompts = read_prompts_arrow(LAB / "prompts" / "eval.jsonl").slice(0, 24)
     ids = prompt_token_ids(prompts, tokenizer, source="eval")
-    keys = prompts["prompt_id"].to_list()
+    keys = prompts["prompt_id"].to_pylist()
     return models, keys, ids, len(tokenizer), [tokenizer.eos_token_id]
 
 

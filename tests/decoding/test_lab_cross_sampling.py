@@ -52,11 +52,11 @@ def test_random_effective_matches_forwards_effective_count_on_the_lab_models(tmp
     prompts = tmp_path / "prompts.jsonl"
     read_prompts(LAB / "prompts" / "eval.jsonl").head(6).write_ndjson(prompts)
     config = DecodeConfig(StatsConfig(top_p=0.7), max_new_tokens=160, batch_size=12)
-    results = cross_sample(
+    results = pl.from_arrow(cross_sample(
         prompts, ModelPair(str(LAB / "base"), str(LAB / "rl")),
         Policies("forward,random-effective", eps=(0.05,)), tmp_path / "out.parquet",
         config, Grid(budgets=(2, -1), n=2), progress=False,
-    )  # fmt: skip
+    ))  # fmt: skip
     key = ["prompt_id", "sample_id", "budget"]
     forward = results.filter(policy="forward").select(*key, forward="n_effective")
     matched = results.filter(policy="random-effective").join(forward, on=key)
@@ -65,11 +65,11 @@ def test_random_effective_matches_forwards_effective_count_on_the_lab_models(tmp
     assert matched["n_effective"].sum() > 0
     assert (matched["n_switches"] == matched["n_effective"]).all()
     # Listed before forward, it decodes forward itself first: the same responses.
-    alone = cross_sample(
+    alone = pl.from_arrow(cross_sample(
         prompts, ModelPair(str(LAB / "base"), str(LAB / "rl")),
         Policies("random-effective,forward", eps=(0.05,)), tmp_path / "first.parquet",
         config, Grid(budgets=(2, -1), n=2), progress=False,
-    )  # fmt: skip
+    ))  # fmt: skip
     columns = [*key, "response_ids", "switch_positions"]
     assert (
         alone.filter(policy="random-effective")

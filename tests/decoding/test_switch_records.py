@@ -219,14 +219,14 @@ def test_cross_sample_writes_the_switch_records(tmp_path, tiny_pair, rast_pair):
     policies = [Base(), Forward(eps=0.1)]
     four = CrossSampleModels(str(base), str(rl), rast_base=str(rast_pair[0]),
                              rast_rl=str(rast_pair[1]))  # fmt: skip
-    aligned = cross_sample(
+    aligned = pl.from_arrow(cross_sample(
         _prompts(tmp_path / "bench.jsonl", True), four, policies, tmp_path / "a.parquet",
         DecodeConfig(**{**config.__dict__, "delta_alignment": True}), **common,
-    )  # fmt: skip
-    plain = cross_sample(
+    ))  # fmt: skip
+    plain = pl.from_arrow(cross_sample(
         _prompts(tmp_path / "plain.jsonl", False), ModelPair(str(base), str(rl)), policies,
         tmp_path / "p.parquet", config, **common,
-    )  # fmt: skip
+    ))  # fmt: skip
     assert list(aligned.columns[: len(CROSS_SAMPLE)]) == list(CROSS_SAMPLE)
     assert aligned.schema["delta_cosine"] == pl.List(pl.Float32())
     tokenizer = make_tokenizer()

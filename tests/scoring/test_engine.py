@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 import pytest
 import torch
 
@@ -61,7 +62,7 @@ def _trajectories(n: int, seed: int, max_prompt: int = 8, max_response: int = 24
 
 
 def _score(trajectories, base, rl, tokenizer, **config) -> tuple[pl.DataFrame, object]:
-    frames: list[pl.DataFrame] = []
+    frames: list[pa.Table] = []  # the sink gets Arrow batches
     stats = StatsConfig(
         **{k: config.pop(k) for k in ("top_p", "temperature", "window") if k in config}
     )
@@ -74,7 +75,7 @@ def _score(trajectories, base, rl, tokenizer, **config) -> tuple[pl.DataFrame, o
         sink=frames.append,
         progress=False,
     )
-    table = pl.concat(frames) if frames else pl.DataFrame(schema=TOKEN_TABLE)
+    table = pl.from_arrow(pa.concat_tables(frames)) if frames else pl.DataFrame(schema=TOKEN_TABLE)
     return table.sort("prompt_id", "sample_id", "position"), summary
 
 

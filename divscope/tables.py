@@ -1,0 +1,410 @@
+"""Arrow tables: what `score`, `generate` and `cross-sample` read and write, with pyarrow alone.
+
+The scoring, generation and decoding path reads its inputs (trajectories, prompts) and writes
+its outputs (token tables, trajectories, cross-sample results) as `pyarrow.Table`s, so that it
+runs where polars is not installed (a GPU image: torch, transformers and pyarrow). Column types
+come from `divscope.schema` (`*_ARROW`). The analyses read the same files with polars
+(`divscope.io`). `TokenTableWriter` streams a token table to disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pa_json
+import pyarrow.parquet as pq
+
+from divscope.errors import DivscopeError
+from divscope.output import (
+    JSONL_SUFFIXES,
+    METADATA_KEY,
+    PARQUET_SUFFIXES,
+    check_target,
+    manifest_files,
+    remove,
+    temporary,
+)
+from divscope.schema import (
+    TOKEN_TABLE_ARROW,
+    TRAJECTORY_IDS,
+    TRAJECTORY_KEY,
+    TRAJECTORY_OPTIONAL_ARROW,
+    TRAJECTORY_TEXT,
+    arrow_schema,
+    require_columns,
+)
+
+IDS = pa.large_list(pa.int64())
+"""Token ids as read: prompts' and trajectories' `prompt_ids` and `response_ids`."""
+
+
+def as_arrow(table: Any) -> pa.Table:
+    """`table` as a `pyarrow.Table`: itself, or a polars DataFrame's `to_arrow()`.
+
+    >>> as_arrow(pa.table({"a": [1]})).num_rows
+    1
+    """
+    return table if isinstance(table, pa.Table) else table.to_arrow()
+
+
+def read_arrow(path: str | os.PathLike) -> pa.Table:
+    """Read a Parquet file, a directory of Parquet parts, or a JSONL file; text and list
+    columns as `large_string` and `large_list` (`large`), the types divscope writes.
+
+    Raises:
+        DivscopeError: the path does not exist, has an unknown suffix or cannot be parsed.
+
+    >>> read_arrow("fixtures/lab/prompts/eval.jsonl").num_rows  # from the repository root
+    256
+    """
+    path = Path(path)
+    if not path.exists():
+        raise DivscopeError(f"{path}: no such file or directory.")
+    try:
+        if path.is_dir():
+            parts = [large(pq.read_table(part)) for part in part_files(path)]
+            return pa.concat_tables(parts, promote_options="permissive")
+        if path.suffix in PARQUET_SUFFIXES:
+            return large(pq.read_table(path))
+        if path.suffix in JSONL_SUFFIXES:
+            return large(pa_json.read_json(path))
+    except DivscopeError:
+        raise
+    except Exception as error:  # pyarrow raises many types for corrupt input
+        reason = f"{type(error).__name__}: {error}"
+        raise DivscopeError(f"{path}: could not be read ({reason}).") from error
+    raise DivscopeError(
+        f"{path}: unknown file type {path.suffix!r}; use .parquet or .jsonl "
+        "(or a directory of part-*.parquet files)."
+    )
+
+
+def large(table: pa.Table) -> pa.Table:
+    """`table` with its text as `large_string` and its lists as `large_list` (nested too), as
+    polars reads and writes them; its schema metadata is dropped.
+
+    >>> large(pa.table({"a": ["x"], "b": [[1]]})).schema
+    a: large_string
+    b: large_list<item: int64>
+      child 0, item: int64
+    """
+    fields = [pa.field(f.name, _large_type(f.type)) for f in table.schema]
+    return table.cast(pa.schema(fields))
+
+
+def _large_type(dtype: pa.DataType) -> pa.DataType:
+    if pa.types.is_string(dtype) or pa.types.is_large_string(dtype) or dtype == pa.string_view():
+        return pa.large_string()
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+        return pa.large_list(_large_type(dtype.value_type))
+    return dtype
+
+
+def part_files(directory: Path) -> list[Path]:
+    """The parts of a directory: those its manifest lists, verified, in unit order (a run of
+    `score`, `generate` or `cross-sample`), else every `part-*.parquet` in name order.
+
+    Raises:
+        DivscopeError: a directory without parts, or an incomplete or damaged run.
+    """
+    listed = manifest_files(directory)
+    if listed is not None:
+        return listed
+    parts = sorted(directory.glob("part-*.parquet"))
+    if not parts:
+        raise DivscopeError(f"{directory}: directory holds no part-*.parquet files.")
+    return parts
+
+
+def cast_table(table: pa.Table, types: Mapping[str, pa.DataType], *, source: str) -> pa.Table:
+    """`table` with each column of `types` cast strictly (no overflow, no truncation).
+
+    Raises:
+        DivscopeError: naming the first column whose values do not cast, its type and the
+            type expected.
+
+    >>> cast_table(pa.table({"prompt_id": [1, 2]}), {"prompt_id": pa.large_string()},
+    ...            source="prompts.jsonl")["prompt_id"].to_pylist()
+    ['1', '2']
+    >>> cast_table(pa.table({"sample_id": ["a"]}), {"sample_id": pa.int32()},
+    ...            source="trajectories.jsonl")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    divscope.errors.DivscopeError: trajectories.jsonl: column 'sample_id' has the wrong type: ...
+    """
+    for column, dtype in types.items():
+        at = table.schema.get_field_index(column)
+        try:
+            table = table.set_column(at, column, pc.cast(table[column], dtype, safe=True))
+        except Exception as error:
+            reason = str(error).splitlines()[0]
+            raise DivscopeError(
+                f"{source}: column {column!r} has the wrong type: {table.schema.field(at).type}, "
+                f"expected {dtype} ({reason})."
+            ) from error
+    return table
+
+
+def conform(
+    table: pa.Table, types: Mapping[str, pa.DataType], *, source: str, what: str
+) -> pa.Table:
+    """`table` with the contract columns of `types` first, cast to their types, and its other
+    columns after, in their order.
+
+    Raises:
+        DivscopeError: a missing contract column.
+
+    >>> conform(pa.table({"x": [1], "k": [2]}), {"k": pa.int32()}, source="t", what="k").schema
+    k: int32
+    x: int64
+    """
+    require_columns(table.column_names, types, source=source, what=what)
+    extra = [c for c in table.column_names if c not in types]
+    return cast_table(table.select([*types, *extra]), types, source=source)
+
+
+def first_row(table: pa.Table, mask: Any) -> dict[str, Any] | None:
+    """The first row of `table` where `mask` (a boolean array) is true, or None.
+
+    >>> first_row(pa.table({"a": [1, 2]}), pa.array([False, True]))
+    {'a': 2}
+    """
+    mask = pc.fill_null(mask, False)
+    at = pc.index(mask, True).as_py()
+    return None if at < 0 else table.slice(at, 1).to_pylist()[0]
+
+
+def key_of(row: Mapping[str, Any]) -> str:
+    """How messages name a trajectory.
+
+    >>> key_of({"prompt_id": "a", "sample_id": 0})
+    "prompt_id='a', sample_id=0"
+    """
+    return f"prompt_id={row.get('prompt_id')!r}, sample_id={row.get('sample_id')!r}"
+
+
+def first_duplicate(table: pa.Table, key: Iterable[str]) -> dict[str, Any] | None:
+    """The first row of `table` whose `key` another row has too, or None.
+
+    >>> first_duplicate(pa.table({"k": ["a", "b", "b"], "x": [1, 2, 3]}), ["k"])
+    {'k': 'b', 'x': 2}
+    """
+    key = list(key)
+    values = list(zip(*(table[c].to_pylist() for c in key), strict=True))
+    seen: dict[tuple, int] = {}
+    first = None
+    for i, value in enumerate(values):
+        if value in seen:
+            first = min(first if first is not None else seen[value], seen[value])
+        else:
+            seen[value] = i
+    return None if first is None else table.slice(first, 1).to_pylist()[0]
+
+
+def read_trajectories_arrow(
+    path: str | os.PathLike | Any, *, source: str | None = None
+) -> pa.Table:
+    """Read and validate a trajectory file (docs/contracts.md, "Trajectories"):
+    key + ids or key + text. `path` may also be a table already in memory (Arrow or polars),
+    validated the same way; `source` names it in the messages (default: the path).
+
+    Returns the table with `prompt_id` as text and `sample_id` as int32, ids as lists of int64
+    when present, and the optional columns cast to their contract types.
+
+    Raises:
+        DivscopeError: a missing column, a duplicate key, a null value or an empty response.
+
+    >>> trajectories = read_trajectories_arrow("fixtures/lab/trajectories.jsonl")  # the lab's
+    >>> trajectories.num_rows, trajectories.schema.field("sample_id").type
+    (512, DataType(int32))
+    """
+    in_memory = not isinstance(path, str | os.PathLike)
+    table = as_arrow(path) if in_memory else read_arrow(path)
+    source = source or ("trajectories" if in_memory else str(path))
+    columns = table.column_names
+    require_columns(columns, TRAJECTORY_KEY, source=source, what="trajectories")
+    has_ids = all(c in columns for c in TRAJECTORY_IDS)
+    has_text = all(c in columns for c in TRAJECTORY_TEXT)
+    if not (has_ids or has_text):
+        raise DivscopeError(
+            f"{source}: trajectories need either 'prompt_ids' + 'response_ids' (token ids, "
+            f"preferred) or 'prompt' + 'response' (text); present: {', '.join(columns)}."
+        )
+    casts: dict[str, pa.DataType] = {"prompt_id": pa.large_string(), "sample_id": pa.int32()}
+    if has_ids:
+        casts |= dict.fromkeys(TRAJECTORY_IDS, IDS)
+    casts |= {c: t for c, t in TRAJECTORY_OPTIONAL_ARROW.items() if c in columns}
+    table = cast_table(table, casts, source=source)
+    for column in [*TRAJECTORY_KEY, *(TRAJECTORY_IDS if has_ids else TRAJECTORY_TEXT)]:
+        row = first_row(table, pc.is_null(table[column]))
+        if row is not None:
+            raise DivscopeError(f"{source}: column {column!r} is null for {key_of(row)}.")
+    duplicated = first_duplicate(table, TRAJECTORY_KEY)
+    if duplicated is not None:
+        raise DivscopeError(
+            f"{source}: duplicate key {key_of(duplicated)}; (prompt_id, sample_id) must be unique."
+        )
+    return table
+
+
+def attach_ids(table: pa.Table, tokenizer: Any) -> pa.Table:
+    """Make sure `table` has `prompt_ids` and `response_ids`, tokenizing text if needed.
+
+    Text prompts are tokenized as the model would see them (special tokens added, e.g. BOS);
+    responses with `add_special_tokens=False`. The scoring engine validates the ids (empty
+    sequences, ids outside the vocabulary), whichever way they were made.
+
+    >>> from divscope.models.tokenizers import load_tokenizer
+    >>> table = pa.table({"prompt_id": ["a"], "sample_id": [0],
+    ...                   "prompt": ["Ana has 3 coins."], "response": [" 3 + 4 = 7."]})
+    >>> with_ids = attach_ids(table, load_tokenizer("fixtures/lab/base"))
+    >>> len(with_ids["prompt_ids"][0]), len(with_ids["response_ids"][0])
+    (5, 6)
+    """
+    if all(c in table.column_names for c in TRAJECTORY_IDS):
+        return table
+    prompts = [tokenizer(text)["input_ids"] for text in table["prompt"].to_pylist()]
+    responses = [
+        tokenizer(text, add_special_tokens=False)["input_ids"]
+        for text in table["response"].to_pylist()
+    ]
+    table = table.append_column("prompt_ids", pa.array(prompts, IDS))
+    return table.append_column("response_ids", pa.array(responses, IDS))
+
+
+def list_lengths(column: Any) -> np.ndarray:
+    """The length of each list of a list column, as int64.
+
+    >>> list_lengths(pa.chunked_array([[[1, 2], [3]]])).tolist()
+    [2, 1]
+    """
+    return pc.list_value_length(column).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def token_table_schema(metadata: Mapping[str, Any] | None = None) -> pa.Schema:
+    """The Arrow schema of the token table, with the `divscope` metadata attached.
+
+    >>> schema = token_table_schema({"top_p": 0.7})
+    >>> schema.field("token").type, schema.metadata
+    (DataType(large_string), {b'divscope': b'{"top_p": 0.7}'})
+    """
+    schema = arrow_schema(TOKEN_TABLE_ARROW)
+    if metadata is None:
+        return schema
+    return schema.with_metadata({METADATA_KEY: json.dumps(dict(metadata), default=str)})
+
+
+def token_table_files(path: Path) -> list[Path]:
+    """The Parquet files of a token table: the file itself, or a directory's parts.
+
+    Raises:
+        DivscopeError: no such token table, or an incomplete or damaged directory.
+    """
+    if not path.exists():
+        raise DivscopeError(
+            f"{path}: no such token table (a .parquet file or a directory of parts)."
+        )
+    return part_files(path) if path.is_dir() else [path]
+
+
+def read_columns(path: str | os.PathLike, columns: Iterable[str], *, what: str) -> pa.Table:
+    """Some columns of a token table (a file or a directory of parts); `what` they are for
+    names them in the message of a missing one.
+
+    Raises:
+        DivscopeError: no such table, or a missing column.
+
+    >>> read_columns(lab_tokens, ["js"], what="the summary").num_rows
+    731
+    """
+    files, columns = token_table_files(Path(path)), list(columns)
+    for file in files:
+        require_columns(pq.read_schema(file).names, columns, source=str(file), what=what)
+    return pa.concat_tables(pq.read_table(f, columns=columns) for f in files)
+
+
+class TokenTableWriter:
+    """Stream a token table to Parquet; the output appears only when complete.
+
+    A path ending in `.parquet` becomes one file, written one row group per `write` call. Any
+    other path becomes a directory of `part-NNNNN.parquet` files of about `rows_per_part` rows.
+    Everything is written under a hidden temporary name next to the output and renamed into
+    place on a clean exit; on an exception the temporary output is removed and an existing
+    output (replaced only with `overwrite=True`) is left untouched.
+
+    Example (a row of nulls stands in for scored rows; `write` takes a `pyarrow.Table`, as
+    `score_trajectories` gives them, or a polars frame):
+        >>> import tempfile
+        >>> from divscope.schema import TOKEN_TABLE_ARROW
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> with TokenTableWriter(f"{tmp.name}/tokens.parquet", {"top_p": 0.7}) as writer:
+        ...     writer.write(pa.table({c: pa.nulls(1, t) for c, t in TOKEN_TABLE_ARROW.items()}))
+        >>> writer.rows_written, pq.read_schema(writer.path).metadata[b"divscope"]
+        (1, b'{"top_p": 0.7}')
+        >>> tmp.cleanup()
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        metadata: Mapping[str, Any],
+        *,
+        overwrite: bool = False,
+        rows_per_part: int = 1_000_000,
+    ) -> None:
+        self.path = check_target(path, overwrite=overwrite)
+        self.single_file = self.path.suffix in PARQUET_SUFFIXES
+        self.schema = token_table_schema(metadata)
+        self.rows_per_part = rows_per_part
+        self.rows_written = 0
+        self._tmp = temporary(self.path)
+        self._writer: pq.ParquetWriter | None = None
+        self._part_rows = 0
+        self._n_parts = 0
+
+    def __enter__(self) -> TokenTableWriter:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        remove(self._tmp)
+        if not self.single_file:
+            self._tmp.mkdir()
+        return self
+
+    def write(self, frame: Any) -> None:
+        """Append rows (any column order; cast to the token-table types)."""
+        table = as_arrow(frame)
+        require_columns(
+            table.column_names, TOKEN_TABLE_ARROW, source="scored batch", what="the token table"
+        )
+        table = table.select(list(TOKEN_TABLE_ARROW)).cast(self.schema)
+        if self._writer is None or (not self.single_file and self._part_rows >= self.rows_per_part):
+            self._open_next()
+        assert self._writer is not None
+        self._writer.write_table(table)
+        self._part_rows += table.num_rows
+        self.rows_written += table.num_rows
+
+    def _open_next(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        target = self._tmp if self.single_file else self._tmp / f"part-{self._n_parts:05d}.parquet"
+        self._writer = pq.ParquetWriter(target, self.schema, compression="zstd")
+        self._n_parts += 1
+        self._part_rows = 0
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self._writer is None and exc_type is None:
+            self._open_next()  # an empty but valid table
+        if self._writer is not None:
+            self._writer.close()
+        if exc_type is not None:
+            remove(self._tmp)
+            return
+        remove(self.path)
+        self._tmp.rename(self.path)
