@@ -1,9 +1,10 @@
 """The `divscope` command line: a typer app generated from the library's entry points.
 
-Each command is a `divscope.cli.command.Command`: the entry point's import path and how its
-outcome is printed (`divscope/cli/<command>.py`). Its options are generated from the entry
-point's signature, and only when the command runs or shows its help, so that `divscope --help`
-imports no torch. A `DivscopeError` raised by the library becomes a one-line
+Each command is a `divscope.cli.command.Command`: the entry point's import path, how its
+outcome is printed and an example command line (`divscope/cli/<command>.py`). Its options are
+generated from the entry point's signature, and only when the command runs or shows its help, so
+that `divscope --help` imports no torch. The help is plain text (no rich markup: `[...]` is
+text) and ends with the example. A `DivscopeError` raised by the library becomes a one-line
 message and exit status 2, never a traceback.
 """
 
@@ -94,7 +95,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
-    rich_markup_mode=None,
+    rich_markup_mode=None,  # plain text: `'divscope[big]'` and `[rows, V]` are no rich markup
 )
 
 
@@ -114,11 +115,14 @@ def _main(
 
 
 def _built(name: str, command: Command):
-    """The click command `name` of `command`, its options read from the entry point."""
+    """The click command `name` of `command`, its options read from the entry point and its
+    help ending with its example; its help is plain text, as the app's."""
     single = typer.Typer(
-        pretty_exceptions_enable=False, add_completion=False, rich_markup_mode=None
+        pretty_exceptions_enable=False,
+        add_completion=False,
+        rich_markup_mode=app.rich_markup_mode,
     )
-    single.command(name)(command.callback())
+    single.command(name, epilog=command.epilog())(command.callback())
     return typer.main.get_command(single)
 
 

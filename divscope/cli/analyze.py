@@ -17,4 +17,8 @@ def present(result, arguments: dict[str, Any]) -> None:
     typer.echo(f"\nWrote {arguments['out'].path}")
 
 
-COMMAND = Command("divscope.analyses.analyze:analyze", present)
+COMMAND = Command(
+    "divscope.analyses.analyze:analyze",
+    present,
+    example="divscope analyze runs/tokens.parquet -o runs/summary.json",
+)

@@ -23,4 +23,11 @@ def present(calibration, arguments: dict[str, Any]) -> None:
     typer.echo(f"wrote {arguments['out'].path}")
 
 
-COMMAND = Command("divscope.decoding.calibrate:calibrate", present)
+COMMAND = Command(
+    "divscope.decoding.calibrate:calibrate",
+    present,
+    example=(
+        "divscope calibrate runs/tokens.parquet --rate 0.01,0.02,0.05,0.1 \\\n"
+        "    -o runs/gates.json"
+    ),
+)

@@ -106,7 +106,7 @@ class Option:
 @dataclass(frozen=True)
 class Command:
     """A command of the app: the library entry point it runs, named by its import path so that
-    `divscope --help` imports none of them, and how its outcome is printed."""
+    `divscope --help` imports none of them, how its outcome is printed, and an example."""
 
     target: str
     """The entry point, `module:function`."""
@@ -115,6 +115,9 @@ class Command:
     print the outcome; None prints nothing."""
     passed: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     """Values the command passes to library-only parameters, e.g. a progress callback."""
+    example: str = dataclasses.field(kw_only=True)
+    """One command line to run, as docs/commands.md shows it (a long one continued with ` \\`
+    and an indented line); the end of the command's help."""
 
     def function(self) -> Callable[..., Any]:
         """The entry point, imported."""
@@ -135,6 +138,15 @@ class Command:
                 paragraph = (ast.get_docstring(node) or "").split("\n\n", 1)[0]
                 return " ".join(paragraph.split())
         raise TypeError(f"{self.target}: no such function")
+
+    def epilog(self) -> str:
+        """The end of the command's help: `example` under `Example:`, its lines kept as written
+        (click's `\\b`: never rewrapped).
+
+        >>> Command("m:f", example="divscope f x -o y").epilog().split("\\n")[1:]
+        ['Example:', '  divscope f x -o y']
+        """
+        return "\b\nExample:\n" + textwrap.indent(self.example, "  ")
 
     def callback(self) -> Callable[..., None]:
         """A function for typer: the options rebuilt into the entry point's parameters."""

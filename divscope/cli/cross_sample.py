@@ -41,4 +41,13 @@ def present(results, arguments: dict[str, Any]) -> None:
     typer.echo(written(out, complete=True))
 
 
-COMMAND = Command("divscope.decoding.cross_sample:cross_sample", present)
+COMMAND = Command(
+    "divscope.decoding.cross_sample:cross_sample",
+    present,
+    example=(
+        "divscope cross-sample fixtures/lab/prompts/eval.jsonl \\\n"
+        "    --base fixtures/lab/base --rl fixtures/lab/rl \\\n"
+        "    --policy base,rl,forward,reverse --eps 0.05 --budgets 0,1,2,4,8,16,32 \\\n"
+        "    --n 4 --max-new-tokens 224 --grader lab -o runs/xs.parquet"
+    ),
+)

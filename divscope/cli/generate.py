@@ -14,4 +14,11 @@ def present(report, arguments: dict[str, Any]) -> None:
     typer.echo(report.format())
 
 
-COMMAND = Command("divscope.generation.generate:generate", present)
+COMMAND = Command(
+    "divscope.generation.generate:generate",
+    present,
+    example=(
+        "divscope generate fixtures/lab/prompts/eval.jsonl --model fixtures/lab/base \\\n"
+        "    --n 8 --max-new-tokens 224 -o runs/traj"
+    ),
+)

@@ -15,4 +15,8 @@ def present(report, arguments: dict[str, Any]) -> None:
     typer.echo(f"wrote {arguments['out'].path}")
 
 
-COMMAND = Command("divscope.grading.grade:grade", present)
+COMMAND = Command(
+    "divscope.grading.grade:grade",
+    present,
+    example="divscope grade runs/traj --grader lab -o runs/traj-graded.parquet",
+)

@@ -21,5 +21,9 @@ def present(report: dict, arguments: dict[str, Any]) -> None:
     typer.echo(f"wrote {out_dir} in {seconds:.0f} s")
 
 
-COMMANDS = {"build": Command("divscope.lab.family:build", present)}
+COMMANDS = {
+    "build": Command(
+        "divscope.lab.family:build", present, example="divscope lab build runs/lab --seed 0"
+    )
+}
 """The lab's generated commands (`divscope lab build`)."""

@@ -22,4 +22,9 @@ def present(report, arguments: dict[str, Any]) -> None:
     )
 
 
-COMMAND = Command("divscope.figures.plot:plot", present, {"on_figure": progress})
+COMMAND = Command(
+    "divscope.figures.plot:plot",
+    present,
+    {"on_figure": progress},
+    example="divscope plot runs/tokens.parquet -o runs/figures",
+)

@@ -14,4 +14,6 @@ def present(report, arguments: dict[str, Any]) -> None:
     typer.echo(report.format())
 
 
-COMMAND = Command("divscope.lab_study:quickstart", present)
+COMMAND = Command(
+    "divscope.lab_study:quickstart", present, example="divscope quickstart --out runs/quickstart"
+)

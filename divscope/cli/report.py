@@ -17,4 +17,8 @@ def present(result, arguments: dict[str, Any]) -> None:
     )
 
 
-COMMAND = Command("divscope.reporting.report:report", present)
+COMMAND = Command(
+    "divscope.reporting.report:report",
+    present,
+    example="divscope report runs/tokens.parquet -o runs/report.html",
+)

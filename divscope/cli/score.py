@@ -21,4 +21,11 @@ def present(summary, arguments: dict[str, Any]) -> None:
     typer.echo(written(arguments["out"].path, complete=summary is not None))
 
 
-COMMAND = Command("divscope.scoring.score:score", present)
+COMMAND = Command(
+    "divscope.scoring.score:score",
+    present,
+    example=(
+        "divscope score fixtures/lab/trajectories.jsonl --base fixtures/lab/base \\\n"
+        "    --rl fixtures/lab/rl -o runs/tokens.parquet"
+    ),
+)

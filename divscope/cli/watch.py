@@ -25,4 +25,12 @@ def present(report, arguments: dict[str, Any]) -> None:
     )
 
 
-COMMAND = Command("divscope.monitor.watch:watch", present, {"on_step": scored})
+COMMAND = Command(
+    "divscope.monitor.watch:watch",
+    present,
+    {"on_step": scored},
+    example=(
+        "divscope watch runs/grpo --base Qwen/Qwen2.5-Math-7B --probe probe.jsonl \\\n"
+        "    -o runs/evolution --follow"
+    ),
+)

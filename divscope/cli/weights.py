@@ -16,4 +16,8 @@ def present(gap, arguments: dict[str, Any]) -> None:
         typer.echo(f"\nWrote {arguments['out']}")
 
 
-COMMAND = Command("divscope.scoring.weights:weights", present)
+COMMAND = Command(
+    "divscope.scoring.weights:weights",
+    present,
+    example="divscope weights fixtures/lab/base fixtures/lab/rl fixtures/lab/sft",
+)
