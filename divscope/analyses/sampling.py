@@ -1,7 +1,11 @@
 """Seeded samples of rows, for figures that draw at most so many points and say so.
 
 Every function takes a `seed` and reports how many rows qualified, so that a figure can say
-that it shows a sample and of how many.
+that it shows a sample and of how many. A sample is uniform without replacement and its
+memory is bounded by its size, not the table's: each row's number is hashed with the seed and
+the rows of the `max_rows` smallest hashes are kept (a bottom-k sketch, which the streaming
+engine computes in one pass), so a LazyFrame over a table of any size and the same table in
+memory give the same rows.
 """
 
 from __future__ import annotations
@@ -13,6 +17,9 @@ import polars as pl
 
 from divscope.analyses._frames import Frame, checked_lazy
 from divscope.errors import DivscopeError
+
+_ROW = "__divscope_row"
+"""The row-number column a sample is drawn by (dropped from what it returns)."""
 
 
 @dataclass(frozen=True)
@@ -33,16 +40,18 @@ class Sample:
 
 
 def sample_rows(lazy: pl.LazyFrame, *, max_rows: int, seed: int) -> Sample:
-    """At most `max_rows` rows of `lazy`, drawn without replacement with a fixed seed.
+    """At most `max_rows` rows of `lazy`, drawn uniformly without replacement with a fixed
+    seed, in the table's order; memory bounded by `max_rows` (see the module's docstring).
 
     >>> sample_rows(pl.LazyFrame({"x": range(10)}), max_rows=3, seed=0).rows.height
     3
     """
     if max_rows < 1:
         raise DivscopeError(f"sample_rows: max_rows must be >= 1, got {max_rows}.")
-    frame = lazy.collect()
-    rows = frame.sample(max_rows, seed=seed) if frame.height > max_rows else frame
-    return Sample(rows=rows, n_total=frame.height, seed=seed)
+    numbered = lazy.with_row_index(_ROW)
+    kept = numbered.bottom_k(max_rows, by=[pl.col(_ROW).hash(seed), _ROW]).sort(_ROW)
+    n_total, rows = pl.collect_all([lazy.select(pl.len()), kept.drop(_ROW)], engine="streaming")
+    return Sample(rows=rows, n_total=n_total.item(), seed=seed)
 
 
 def high_divergence_sample(
