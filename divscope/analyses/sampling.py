@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from divscope.analyses._frames import Frame, checked_lazy
+from divscope.analyses._streaming import collect
 from divscope.errors import DivscopeError
 
 _ROW = "__divscope_row"
@@ -50,8 +51,8 @@ def sample_rows(lazy: pl.LazyFrame, *, max_rows: int, seed: int) -> Sample:
         raise DivscopeError(f"sample_rows: max_rows must be >= 1, got {max_rows}.")
     numbered = lazy.with_row_index(_ROW)
     kept = numbered.bottom_k(max_rows, by=[pl.col(_ROW).hash(seed), _ROW]).sort(_ROW)
-    n_total, rows = pl.collect_all([lazy.select(pl.len()), kept.drop(_ROW)], engine="streaming")
-    return Sample(rows=rows, n_total=n_total.item(), seed=seed)
+    n_total = collect(lazy.select(pl.len())).item()
+    return Sample(rows=collect(kept.drop(_ROW)), n_total=n_total, seed=seed)
 
 
 def high_divergence_sample(

@@ -186,10 +186,11 @@ def report(
     metric_columns = token_columns(core, takeover, *(["js"] if metrics.carried else []))
     columns = list(dict.fromkeys([*metric_columns, *data.VIEWER_COLUMNS]))
     tables = study.tables
-    frame = with_source(tables.tokens).select([*columns, "source"]).collect(engine="streaming")
+    # Scanned, never read whole: every analysis, figure and the viewer stream it.
+    table = with_source(tables.tokens).select([*columns, "source"])
     label = study.name
     result = summary(
-        frame,
+        table,
         metrics,
         recovery,
         label=label,
@@ -199,7 +200,7 @@ def report(
         roles=tables.roles,
     )
     inputs = PlotInputs(
-        tokens=frame,
+        tokens=table,
         label=label,
         compare=tables.compare,
         evolution=tables.evolution,
@@ -216,7 +217,7 @@ def report(
         )
 
     figures, skipped = draw_figures(inputs, on_figure=drawn)
-    document = data.viewer_document(frame, responses=responses, seed=seed, decode=decode)
+    document = data.viewer_document(table, responses=responses, seed=seed, decode=decode)
     cross_sample = study.cross_sample
     listed = {"token table": str(tokens)}
     listed |= {"cross-sample results": str(cross_sample)} if cross_sample is not None else {}
