@@ -50,14 +50,6 @@ def percentile_label(q: float) -> str:
     return f"p{q:g}"
 
 
-def percentile_exprs(column: str, percentiles: Iterable[float]) -> list[pl.Expr]:
-    """Linear-interpolated percentiles of `column` (NumPy's default method), one per label."""
-    return [
-        pl.col(column).quantile(q / 100, interpolation="linear").alias(percentile_label(q))
-        for q in percentiles
-    ]
-
-
 def as_float(value: object) -> float:
     """A polars scalar as a float: None (empty input) becomes NaN."""
     return math.nan if value is None else float(value)

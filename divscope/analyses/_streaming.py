@@ -327,10 +327,15 @@ def _interpolate(n: int, probabilities: Sequence[float]) -> list[tuple[int, int,
     return out
 
 
-def _lerp(a: float, b: float, t: float) -> float:
+def _numpy_lerp(a: float, b: float, t: float) -> float:
     """NumPy's linear interpolation (`numpy.lib._function_base_impl._lerp`), for equal bits."""
     diff = b - a
     return b - diff * (1 - t) if t >= 0.5 else a + diff * t
+
+
+def _polars_lerp(a: float, b: float, t: float) -> float:
+    """Polars' linear interpolation of a quantile (in float64)."""
+    return t * (b - a) + a
 
 
 def _quantiles(
@@ -346,7 +351,8 @@ def _quantiles(
         if nan_propagates and counts[group][1]:
             out[group] = [math.nan] * len(plan)
         else:
-            out[group] = [_lerp(found[(group, lo)], found[(group, hi)], t) for lo, hi, t in plan]
+            lerp = _numpy_lerp if nan_propagates else _polars_lerp
+            out[group] = [lerp(found[(group, lo)], found[(group, hi)], t) for lo, hi, t in plan]
     return out
 
 
@@ -375,9 +381,10 @@ def grouped_quantiles(
 ) -> dict[Hashable, list[float]]:
     """Per value of `by`, the linear-interpolated quantiles of `column`, out of core.
 
-    Polars' `quantile(p, interpolation="linear")` per group, computed by the same exact
-    two-pass method as `exact_quantiles` for all groups at once: nulls dropped (rows with a
-    null group too), NaN as the largest value (polars' order).
+    Polars' `quantile(p, interpolation="linear")` per group, in float64 (polars rounds it to a
+    float32 column's dtype after), computed by the same exact method as `exact_quantiles` for
+    all groups at once: nulls dropped (rows with a null group too), NaN as the largest value
+    (polars' order).
 
     Args:
         lazy: the table.
@@ -395,30 +402,36 @@ def grouped_quantiles(
     return _quantiles(_values(lazy, column, by), probabilities, nan_propagates=False)
 
 
-def sorted_blocks(lazy: pl.LazyFrame, column: str) -> Iterator[np.ndarray]:
-    """The non-null values of `column`, sorted ascending, in blocks of at most `value_limit()`.
+def sorted_blocks(
+    lazy: pl.LazyFrame, column: str, *, descending: bool = False
+) -> Iterator[np.ndarray]:
+    """The non-null values of `column`, sorted, in blocks of at most `value_limit()` values.
 
     A streaming sort: the histogram passes cut the values into contiguous ranges of at most
     `value_limit()` values (a single repeated value may fill several blocks), and each range is
-    collected and sorted in its own pass; a column that fits is collected once. NaN comes last.
+    collected and sorted in its own pass; a column that fits is collected once. NaN comes last
+    (first when descending).
 
     Args:
         lazy: the table.
         column: a numeric column.
+        descending: largest first.
 
     Yields:
-        float64 arrays; their concatenation is `np.sort` of the column.
+        float64 arrays; their concatenation is `np.sort` of the column (reversed when
+        descending).
 
     >>> frame = pl.LazyFrame({"x": [3.0, None, 1.0, 2.0]})
-    >>> [block.tolist() for block in sorted_blocks(frame, "x")]
-    [[1.0, 2.0, 3.0]]
+    >>> [block.tolist() for block in sorted_blocks(frame, "x", descending=True)]
+    [[3.0, 2.0, 1.0]]
     """
     values = _values(lazy, column, None)
     limit = value_limit()
     n = collect(values.select(pl.len())).item()
     if n <= limit:
         if n:
-            yield np.sort(collect(values)[_V].to_numpy())
+            block = np.sort(collect(values)[_V].to_numpy())
+            yield block[::-1] if descending else block
         return
     ranges: list[_Slot] = []
     pending = _first_slots(values).get(0, [])
@@ -430,13 +443,14 @@ def sorted_blocks(lazy: pl.LazyFrame, column: str) -> Iterator[np.ndarray]:
             else:
                 ranges.append(slot)
         pending = _refine(values, big, lambda s: True) if big else []
-    ranges.sort(key=lambda s: s.below)
+    ranges.sort(key=lambda s: s.below, reverse=descending)
     batch: list[_Slot] = []
     for slot in [*ranges, None]:
         if slot is None or (batch and sum(s.count for s in batch) + slot.count > limit):
             if batch:
                 inside = pl.any_horizontal([s.holds() for s in batch])
-                yield np.sort(collect(values.filter(inside))[_V].to_numpy())
+                block = np.sort(collect(values.filter(inside))[_V].to_numpy())
+                yield block[::-1] if descending else block
             batch = []
         if slot is None:
             break

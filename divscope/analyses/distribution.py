@@ -7,7 +7,7 @@ truncated), `js_full`, `kl_base_rl`, `kl_rl_base` and `ce_base_rl`.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +18,13 @@ from divscope.analyses._frames import (
     Frame,
     checked_lazy,
     percentile_label,
+)
+from divscope.analyses._streaming import (
+    collect,
+    exact_quantiles,
+    order_statistics,
+    sorted_blocks,
+    value_limit,
 )
 from divscope.errors import DivscopeError
 
@@ -64,20 +71,26 @@ def sparsity(
     >>> result.share_below
     {0.0001: 0.5, 0.001: 0.75}
     """
-    column = checked_lazy(tokens, [metric], what="sparsity").select(metric).drop_nulls()
-    values = column.collect().to_series().to_numpy().astype(np.float64)
-    shares = [float(np.mean(values < t)) if values.size else math.nan for t in thresholds]
-    # NumPy's partition-based quantiles: one pass for all percentiles, fast on chunked input.
-    quantiles = np.quantile(values, np.asarray(percentiles) / 100) if values.size else None
+    lazy = checked_lazy(tokens, [metric], what="sparsity")
+    values = lazy.select(pl.col(metric).cast(pl.Float64)).drop_nulls()
+    value = pl.col(metric)
+    stats = collect(
+        values.select(
+            pl.len().alias("n"),
+            value.mean().alias("mean"),
+            *((value < t).sum().alias(f"below_{i}") for i, t in enumerate(thresholds)),
+        )
+    ).row(0, named=True)
+    n = int(stats["n"])
+    shares = [stats[f"below_{i}"] / n if n else math.nan for i in range(len(thresholds))]
+    # Exact, out of core: np.quantile's linear interpolation (`exact_quantiles`).
+    quantiles = exact_quantiles(values, metric, [q / 100 for q in percentiles])
     return Sparsity(
         metric=metric,
-        n_tokens=int(values.size),
-        mean=float(values.mean()) if values.size else math.nan,
+        n_tokens=n,
+        mean=float(stats["mean"]) if n else math.nan,
         share_below={float(t): s for t, s in zip(thresholds, shares, strict=True)},
-        percentiles={
-            float(q): float(quantiles[i]) if quantiles is not None else math.nan
-            for i, q in enumerate(percentiles)
-        },
+        percentiles={float(q): v for q, v in zip(percentiles, quantiles, strict=True)},
     )
 
 
@@ -127,31 +140,39 @@ def histogram(
     """
     if bins < 1:
         raise DivscopeError(f"histogram: bins must be >= 1, got {bins}.")
-    column = checked_lazy(tokens, [metric], what="histogram").select(metric).drop_nulls()
-    values = column.collect().to_series().to_numpy()
-    positive = values[values > 0] if log else values
+    lazy = checked_lazy(tokens, [metric], what="histogram")
+    values = lazy.select(pl.col(metric).cast(pl.Float64)).drop_nulls()
     if low is None or high is None:
-        if positive.size == 0:
+        usable = values.filter(pl.col(metric) > 0) if log else values
+        extremes = collect(
+            usable.select(
+                pl.len(), pl.col(metric).min().alias("lo"), pl.col(metric).max().alias("hi")
+            )
+        ).row(0)
+        if extremes[0] == 0:
             kind = "positive values" if log else "values"
             raise DivscopeError(f"histogram: column {metric!r} has no {kind} to bin.")
-        low = float(positive.min()) if low is None else low
-        high = float(positive.max()) if high is None else high
+        low = float(extremes[1]) if low is None else low
+        high = float(extremes[2]) if high is None else high
     if not low < high or (log and low <= 0):
         raise DivscopeError(
             f"histogram: need 0 < low < high for log bins or low < high, got low={low}, "
             f"high={high}; pass low= and high= explicitly."
         )
     edges = np.geomspace(low, high, bins + 1) if log else np.linspace(low, high, bins + 1)
-    # Index of the bin holding each value; values equal to `high` belong to the last bin.
-    index = np.searchsorted(edges, values, side="right") - 1
-    index[values == edges[-1]] = bins - 1
-    counts = np.bincount(index[(index >= 0) & (index < bins)], minlength=bins)
+    # Index of the bin holding each value (NumPy's searchsorted(edges, side="right") - 1: cut's
+    # left-closed intervals, the first below edges[0]); values equal to `high` belong to the
+    # last bin.
+    index = pl.col(metric).cut(edges.tolist(), left_closed=True).to_physical().cast(pl.Int64) - 1
+    index = pl.when(pl.col(metric) == edges[-1]).then(bins - 1).otherwise(index)
+    counted = collect(values.group_by(index.alias("bin")).agg(pl.len().alias("n")))
+    per_bin = dict(zip(counted["bin"].to_list(), counted["n"].to_list(), strict=True))
     return Histogram(
         metric=metric,
         edges=tuple(float(e) for e in edges),
-        counts=tuple(int(c) for c in counts),
-        n_below=int((index < 0).sum()),
-        n_above=int((index >= bins).sum()),
+        counts=tuple(int(per_bin.get(b, 0)) for b in range(bins)),
+        n_below=int(per_bin.get(-1, 0)),
+        n_above=int(sum(c for b, c in per_bin.items() if b >= bins)),
     )
 
 
@@ -203,30 +224,43 @@ def lorenz(
     """
     if n_points < 2:
         raise DivscopeError(f"lorenz: n_points must be >= 2, got {n_points}.")
-    column = checked_lazy(tokens, [metric], what="lorenz").select(metric).drop_nulls()
-    values = np.sort(column.collect().to_series().to_numpy().astype(np.float64))
-    n = values.size
+    lazy = checked_lazy(tokens, [metric], what="lorenz")
+    values = lazy.select(pl.col(metric).cast(pl.Float64)).drop_nulls()
+    n, smallest = collect(values.select(pl.len(), pl.col(metric).min())).row(0)
     if n == 0:
         raise DivscopeError(f"lorenz: column {metric!r} has no values.")
-    if values[0] < 0:
+    if smallest < 0:
         raise DivscopeError(
-            f"lorenz: column {metric!r} has a negative value ({values[0]}); the Lorenz curve "
+            f"lorenz: column {metric!r} has a negative value ({smallest}); the Lorenz curve "
             "needs a non-negative divergence."
         )
     token_share = np.linspace(0.0, 1.0, n_points)
-    total = values.sum()
+    # The curve's points sit between the cumulative sums at ranks i and i + 1 (i = ⌊share·n⌋).
+    at = token_share * n
+    lower = np.minimum(np.floor(at).astype(np.int64), n - 1)
+    wanted = np.union1d(lower, lower + 1)
+    if n <= value_limit():  # one block: sorted once, read both ways
+        (block,) = sorted_blocks(values, metric)
+        ascending, descending = iter([block]), iter([block[::-1]])
+    else:
+        ascending = sorted_blocks(values, metric)
+        descending = sorted_blocks(values, metric, descending=True)
+    cumulative, total, weighted = _sorted_sums(ascending, wanted)
     if total == 0:
         mass_share = token_share
         gini = 0.0
         shares = {float(q): float(q) for q in mass_shares}
     else:
-        cumulative = np.concatenate([[0.0], np.cumsum(values)]) / total
-        mass_share = np.interp(token_share * n, np.arange(n + 1), cumulative)
-        ranks = np.arange(1, n + 1, dtype=np.float64)
-        gini = float(np.clip(2 * (ranks @ values) / (n * total) - (n + 1) / n, 0.0, 1.0))
-        from_top = np.cumsum(values[::-1])
+        mass_share = np.array(
+            [
+                np.interp(x, [i, i + 1], [cumulative[i] / total, cumulative[i + 1] / total])
+                for x, i in zip(at, lower, strict=True)
+            ]
+        )
+        gini = float(np.clip(2 * weighted / (n * total) - (n + 1) / n, 0.0, 1.0))
         # Relative slack so that rounding in the cumulative sum cannot skip the exact hit.
-        needed = np.searchsorted(from_top, np.asarray(mass_shares) * total * (1 - 1e-12)) + 1
+        targets = np.asarray(mass_shares) * total * (1 - 1e-12)
+        needed = _top_counts(descending, targets)
         shares = {float(q): float(m) / n for q, m in zip(mass_shares, needed, strict=True)}
     return Lorenz(
         metric=metric,
@@ -235,6 +269,46 @@ def lorenz(
         curve=pl.DataFrame({"token_share": token_share, "mass_share": mass_share}),
         token_share_for_mass=shares,
     )
+
+
+def _sorted_sums(
+    blocks: Iterator[np.ndarray], ranks: np.ndarray
+) -> tuple[dict[int, float], float, float]:
+    """Over the values sorted ascending x_1 <= ... <= x_n, read block by block
+    (`sorted_blocks`): the cumulative sums Σ_{j<=i} x_j at `ranks` i (0 at i = 0), the total,
+    and Σ i x_i. On a column that fits in one block these are NumPy's own sums of the sorted
+    array, bit for bit; across blocks, the same sums carried from block to block."""
+    cumulative = {0: 0.0} if 0 in ranks else {}
+    total = weighted = 0.0
+    offset = 0
+    for block in blocks:
+        running = np.cumsum(block)
+        running += total  # the sum of every earlier block (0.0 for the first: exact)
+        inside = ranks[(ranks > offset) & (ranks <= offset + block.size)]
+        cumulative.update({int(i): float(running[i - offset - 1]) for i in inside})
+        first = offset + 1
+        weighted += np.arange(first, first + block.size, dtype=np.float64) @ block
+        total = float(block.sum()) if offset == 0 else total + float(block.sum())
+        offset += block.size
+    return cumulative, total, weighted
+
+
+def _top_counts(blocks: Iterator[np.ndarray], targets: np.ndarray) -> list[int]:
+    """Per target, the fewest largest values whose sum reaches it, summed from the largest over
+    the descending `blocks`: `np.searchsorted(np.cumsum(values[::-1]), target) + 1`."""
+    needed: list[int | None] = [None] * len(targets)
+    running, count = 0.0, 0
+    for block in blocks:
+        from_top = np.cumsum(block)
+        from_top += running
+        for i, target in enumerate(targets):
+            if needed[i] is None and from_top[-1] >= target:
+                needed[i] = count + int(np.searchsorted(from_top, target)) + 1
+        running, count = float(from_top[-1]), count + block.size
+        if all(m is not None for m in needed):
+            break
+    # A target above the total (rounding) needs every value, as np.searchsorted's n + 1 - 1.
+    return [count + 1 if m is None else m for m in needed]
 
 
 def compare(
@@ -323,28 +397,42 @@ def matched_thresholds(
     [2.0, 3.0]
     """
     lazy = checked_lazy(tokens, [reference, metric], what="matched_thresholds")
-    both = lazy.select(reference, metric).drop_nulls().collect()
-    if both.is_empty():
+    both = lazy.select(reference, metric).drop_nulls()
+    # Comparisons in the columns' own dtypes, as NumPy compares an array with a Python float.
+    counts = collect(
+        both.select(
+            pl.len().alias("n"),
+            *((pl.col(reference) > t).sum().alias(f"above_{i}") for i, t in enumerate(thresholds)),
+        )
+    ).row(0, named=True)
+    n = int(counts["n"])
+    if n == 0:
         raise DivscopeError(
             f"matched_thresholds: no token has both {reference!r} and {metric!r}; cannot carry "
             f"{reference} thresholds to {metric}."
         )
-    values = np.sort(both[metric].to_numpy())
-    base = both[reference].to_numpy()
-    n = values.size
-    matched = []
-    for t in thresholds:
-        k = int((base > t).sum())
-        # With k = n no value is left out: the next float below the smallest.
-        value = values[n - k - 1] if k < n else np.nextafter(values[0], -np.inf)
-        matched.append(
-            MatchedThreshold(
-                reference=reference,
-                threshold=float(t),
-                share_above=k / n,
-                metric=metric,
-                value=float(value),
-                metric_share_above=float((values > value).sum()) / n,
-            )
+    above = [int(counts[f"above_{i}"]) for i in range(len(thresholds))]
+    # v = x_(n-k), the (n-k)-th smallest (0-based rank n-k-1); with k = n the next float (in
+    # the column's dtype) below the smallest.
+    ranks = sorted({n - k - 1 for k in above if k < n} | ({0} if n in above else set()))
+    at = dict(zip(ranks, order_statistics(both, metric, ranks), strict=True))
+    smallest = at.get(0, math.nan)
+    if both.collect_schema()[metric] == pl.Float32:
+        below = float(np.nextafter(np.float32(smallest), np.float32(-np.inf)))
+    else:
+        below = float(np.nextafter(smallest, -np.inf))
+    values = [at[n - k - 1] if k < n else below for k in above]
+    larger = collect(
+        both.select((pl.col(metric) > v).sum().alias(f"above_{i}") for i, v in enumerate(values))
+    ).row(0)
+    return tuple(
+        MatchedThreshold(
+            reference=reference,
+            threshold=float(t),
+            share_above=k / n,
+            metric=metric,
+            value=v,
+            metric_share_above=float(m) / n,
         )
-    return tuple(matched)
+        for t, k, v, m in zip(thresholds, above, values, larger, strict=True)
+    )

@@ -37,6 +37,7 @@ from typing import Literal
 import polars as pl
 
 from divscope.analyses._frames import Frame
+from divscope.analyses._streaming import collect
 from divscope.errors import DivscopeError
 
 Section = Literal["core", "takeover", "rast"]
@@ -195,7 +196,7 @@ def population(
     explicit = wanted is not None
     wanted = paper if wanted is None else wanted
     lazy = with_source(frame).lazy()
-    present = lazy.select(pl.col(SOURCE).unique()).collect()[SOURCE].to_list()
+    present = collect(lazy.select(pl.col(SOURCE).unique()))[SOURCE].to_list()
     values = sorted(v for v in present if v is not None)
     if wanted == ALL:
         chosen = values
@@ -212,14 +213,14 @@ def population(
     fallback = not chosen
     rows = frame if fallback or wanted == ALL else frame.filter(pl.col(SOURCE).is_in(chosen))
     used = values if fallback else chosen
-    counts = (
-        with_source(rows)
-        .lazy()
-        .select(pl.struct(*_KEY).n_unique().alias("responses"), pl.len().alias("tokens"))
-        .collect()
-        .row(0, named=True)
-    )
-    n_responses, n_tokens = int(counts["responses"]), int(counts["tokens"])
+    # Streaming: one row per response at most, never the table's rows.
+    counts = collect(
+        rows.lazy()
+        .group_by(*_KEY)
+        .agg(pl.len().alias("rows"))
+        .select(pl.len().alias("responses"), pl.col("rows").sum().alias("tokens"))
+    ).row(0, named=True)
+    n_responses, n_tokens = int(counts["responses"]), int(counts["tokens"] or 0)
     used_roles = {role_of(v, roles) for v in used}
     pooled = None
     if not used:
@@ -268,7 +269,7 @@ def companion_population(
     (['rl'], 'rl trajectories')
     """
     if main.sources and main.wanted != ALL:
-        present = with_source(frame).lazy().select(pl.col(SOURCE).unique()).collect()[SOURCE]
+        present = collect(with_source(frame).lazy().select(pl.col(SOURCE).unique()))[SOURCE]
         shared = [v for v in main.sources if v in present.to_list()]
         if shared:
             rows = frame.filter(pl.col(SOURCE).is_in(shared))

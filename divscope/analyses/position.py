@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from divscope.analyses._frames import Frame, checked_lazy, percentile_exprs, top_count
+from divscope.analyses._frames import Frame, checked_lazy, percentile_label, top_count
+from divscope.analyses._streaming import collect, grouped_quantiles, order_statistics
 from divscope.errors import DivscopeError
 
 PROFILE_PERCENTILES: tuple[float, ...] = (10, 25, 75, 90)
@@ -51,21 +52,30 @@ def positional_profile(tokens: Frame, metric: str = "js", *, bins: int = 20) -> 
     """
     required = ["position", "n_tokens", metric]
     lazy = checked_lazy(tokens, required, what="positional_profile")
-    stats = (
-        lazy.select(_position_bin(bins), pl.col(metric))
-        .drop_nulls(metric)
-        .group_by("bin")
-        .agg(
-            pl.len().cast(pl.Int64).alias("count"),
-            pl.col(metric).mean().alias("mean"),
-            pl.col(metric).median().alias("median"),
-            *percentile_exprs(metric, PROFILE_PERCENTILES),
+    binned = lazy.select(_position_bin(bins), pl.col(metric)).drop_nulls(metric)
+    stats = collect(
+        binned.group_by("bin").agg(
+            pl.len().cast(pl.Int64).alias("count"), pl.col(metric).mean().alias("mean")
         )
-        .collect()
+    )
+    # The exact per-bin quantiles (`grouped_quantiles`), in polars' dtype of the statistic.
+    labels = ["median", *(percentile_label(q) for q in PROFILE_PERCENTILES)]
+    dtype = binned.select(pl.col(metric).median()).collect_schema()[metric]
+    per_bin = grouped_quantiles(
+        binned, metric, "bin", [0.5, *(q / 100 for q in PROFILE_PERCENTILES)]
+    )
+    quantiles = pl.DataFrame(
+        {
+            "bin": pl.Series(list(per_bin), dtype=pl.Int32),
+            **{
+                label: pl.Series([row[i] for row in per_bin.values()], dtype=pl.Float64).cast(dtype)
+                for i, label in enumerate(labels)
+            },
+        }
     )
     return (
         _bin_frame(bins)
-        .join(stats, on="bin", how="left")
+        .join(stats.join(quantiles, on="bin", how="left"), on="bin", how="left")
         .with_columns(pl.col("count").fill_null(0))
         .sort("bin")
     )
@@ -96,16 +106,27 @@ def early_density(
     """
     required = ["position", "n_tokens", metric]
     lazy = checked_lazy(tokens, required, what="early_density").drop_nulls(metric)
-    binned = lazy.select(_position_bin(bins), pl.col(metric)).collect()
-    n = binned.height
+    binned = lazy.select(_position_bin(bins), pl.col(metric)).with_row_index("row")
+    n = collect(binned.select(pl.len())).item()
     n_top = top_count(n, top_share)
-    top_bins = binned.select(pl.col("bin").top_k_by(metric, n_top))
-    counts = top_bins.group_by("bin").agg(pl.len().cast(pl.Int64).alias("count"))
-    counts_all = binned.group_by("bin").agg(pl.len().cast(pl.Int64).alias("count_all"))
+    top = pl.lit(False)
+    if n_top:
+        # The n_top-th largest value, and the rows tied at it that still belong to the top:
+        # the first ones of the table (as `top_k_by` keeps them).
+        (threshold,) = order_statistics(binned, metric, [n_top - 1], descending=True)
+        value = pl.col(metric)
+        above = collect(binned.select((value > threshold).sum())).item()
+        tied = binned.filter(value == threshold)
+        (last,) = order_statistics(tied, "row", [n_top - above - 1])
+        top = (value > threshold) | ((value == threshold) & (pl.col("row") <= last))
+    counts = collect(
+        binned.group_by("bin").agg(
+            top.sum().cast(pl.Int64).alias("count"), pl.len().cast(pl.Int64).alias("count_all")
+        )
+    )
     return (
         _bin_frame(bins)
         .join(counts, on="bin", how="left")
-        .join(counts_all, on="bin", how="left")
         .with_columns(pl.col("count", "count_all").fill_null(0))
         .with_columns(
             (pl.col("count") / max(n_top, 1) * bins).alias("density"),

@@ -41,6 +41,7 @@ from typing import Annotated, Any
 import polars as pl
 
 from divscope.analyses._frames import Frame, checked_lazy
+from divscope.analyses._streaming import collect, memory_cap
 from divscope.analyses.coverage import COVERAGE_COLUMNS, PathCoverage, path_coverage
 from divscope.analyses.cross_sample_report import CrossSampleReport, cross_sample_report
 from divscope.analyses.difficulty import DIFFICULTY_THRESHOLDS, Difficulty, by_difficulty
@@ -84,6 +85,7 @@ from divscope.analyses.tokens import (
 )
 from divscope.defaults import CORE_METRIC, TAKEOVER_METRIC
 from divscope.errors import DivscopeError
+from divscope.memory_plan import parse_memory
 from divscope.params import Flag, Recovery
 from divscope.schema import OVERLAP_KS
 
@@ -288,10 +290,16 @@ class Metrics:
     """The trajectories a section reads (repeat): SECTION core, takeover or rast; SOURCE a role
     (base, rl), a value of the table's source column, or all. Default: each paper's, core on rl
     trajectories, takeover on base rollouts, rast on rl trajectories."""
+    max_memory: Annotated[int | None, Flag(parse=parse_memory, metavar="SIZE")] = None
+    """Memory the analyses may hold at once (e.g. 2GiB, 512MB): how many values one pass of the
+    out-of-core statistics collects, and polars' streaming chunk size. Default: 16.8 M values
+    per pass (about 1 GiB at the peak); the table itself is never held."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "population", tuple(self.population))
         parse_populations(self.population)
+        if self.max_memory is not None and self.max_memory < 1:
+            raise DivscopeError(f"--max-memory must be >= 1 byte, got {self.max_memory}.")
 
     def population_of(self, section: str) -> str | None:
         """The population given for `section` (`--population`); None: the paper's."""
@@ -317,12 +325,12 @@ class Metrics:
 
 
 def section_populations(
-    frame: pl.DataFrame,
+    frame: Frame,
     metrics: Metrics,
     roles: Mapping[str, str | None] | None = None,
-) -> tuple[dict[str, pl.DataFrame], dict[str, Population]]:
+) -> tuple[dict[str, Frame], dict[str, Population]]:
     """Each section's rows of `frame` and what they are (`populations.population`): the paper's
-    population, or `metrics.population`'s.
+    population, or `metrics.population`'s. A LazyFrame gives LazyFrames, filtered lazily.
 
     >>> frame = pl.DataFrame({"prompt_id": ["a", "b"], "sample_id": [0, 0],
     ...     "source": ["base", "rl"]})
@@ -330,7 +338,7 @@ def section_populations(
     >>> {s: f.height for s, f in frames.items()}, used["takeover"].description
     ({'core': 1, 'takeover': 1, 'rast': 2}, 'base rollouts')
     """
-    frames: dict[str, pl.DataFrame] = {}
+    frames: dict[str, Frame] = {}
     used: dict[str, Population] = {}
     for section in SECTIONS:
         frames[section], used[section] = population(
@@ -397,14 +405,16 @@ def summary(
 ) -> Summary:
     """Run every token-table analysis as its paper computes it, and the optional comparisons.
 
-    The needed columns are read once into memory and shared by the analyses, so a LazyFrame
-    over a Parquet table is scanned a single time.
+    Nothing holds the table's rows: given a LazyFrame (a scan of a Parquet table or of a
+    directory of parts), every analysis scans the needed columns of its population with polars'
+    streaming engine and keeps only aggregates (`_streaming`: exact order statistics out of
+    core, under `memory_cap(metrics.max_memory)`). A DataFrame gives the same numbers.
 
     Args:
         tokens: the token table.
-        metrics: each section's divergence column, the planning words (`Metrics.lexicon`), and
+        metrics: each section's divergence column, the planning words (`Metrics.lexicon`),
             whether the core paper's JS thresholds are carried to a non-JS core metric at the
-            same quantile (see `core_thresholds`) instead of refused.
+            same quantile (see `core_thresholds`) instead of refused, and the memory cap.
         recovery: how recovery and every interval are estimated (measure, controls,
             bootstrap).
         label: this table's label in `core.comparison`.
@@ -444,6 +454,34 @@ def summary(
     >>> result.core.metric, result.takeover.metric, result.rast.path_coverage.pooled.estimate
     ('js', 'ce_base_rl', 0.5)
     """
+    with memory_cap(metrics.max_memory):
+        return _summary(
+            tokens,
+            metrics,
+            recovery,
+            label=label,
+            compare_with=compare_with,
+            cross_sample=cross_sample,
+            reference=reference,
+            differences=differences,
+            difficulty=difficulty,
+            roles=roles,
+        )
+
+
+def _summary(
+    tokens: Frame,
+    metrics: Metrics,
+    recovery: Recovery,
+    *,
+    label: str,
+    compare_with: Mapping[str, Frame] | None,
+    cross_sample: Frame | None,
+    reference: str | Frame | None,
+    differences: Sequence[str],
+    difficulty: pl.DataFrame | None,
+    roles: SourceRoles,
+) -> Summary:
     recovery_at = recovery.recovery_at
     if cross_sample is None and (reference is not None or recovery_at is not None or differences):
         raise DivscopeError(
@@ -454,14 +492,20 @@ def summary(
     lexicon = metrics.lexicon  # a bad --planning-words file is refused before the table is read
     columns = [*SUMMARY_COLUMNS, core, takeover, *(["js"] if metrics.carried else [])]
     lazy = with_source(checked_lazy(tokens, columns, what="summary"))
-    frame = lazy.select(list(dict.fromkeys([*columns, "source"]))).collect(engine="streaming")
+    # Every analysis scans the table lazily with bounded memory: nothing here holds its rows.
+    frame = lazy.select(list(dict.fromkeys([*columns, "source"])))
     frames, populations = section_populations(frame, metrics, roles.tokens)
     thresholds, rescaled = core_thresholds(frames["core"], core, rescale=metrics.rescale_thresholds)
     # The difficulty shares' JS thresholds, carried to the core metric as the core section's.
     carried = {t: t for t in DIFFICULTY_THRESHOLDS} | {m.threshold: m.value for m in rescaled or ()}
-    counts = frame.select(
-        pl.struct("prompt_id", "sample_id").n_unique().alias("responses"),
-        pl.col("prompt_id").n_unique().alias("prompts"),
+    counts = collect(
+        frame.group_by("prompt_id", "sample_id")
+        .agg(pl.len().alias("rows"))
+        .select(
+            pl.col("rows").sum().alias("tokens"),
+            pl.len().alias("responses"),
+            pl.col("prompt_id").n_unique().alias("prompts"),
+        )
     ).row(0, named=True)
     report = None
     if cross_sample is not None:
@@ -474,7 +518,7 @@ def summary(
             lexicon=lexicon,
         )
     return Summary(
-        n_tokens=frame.height,
+        n_tokens=int(counts["tokens"] or 0),
         n_responses=int(counts["responses"]),
         n_prompts=int(counts["prompts"]),
         core=_core_section(
@@ -515,7 +559,7 @@ def summary(
 
 
 def _core_section(
-    frame: pl.DataFrame,
+    frame: Frame,
     metric: str,
     thresholds: CoreThresholds,
     rescaled: tuple[MatchedThreshold, ...] | None,
@@ -553,7 +597,7 @@ def _core_section(
 
 
 def _takeover_section(
-    frame: pl.DataFrame,
+    frame: Frame,
     metric: str,
     used: Population,
     lexicon: frozenset[str],
