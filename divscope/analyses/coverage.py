@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from divscope.analyses._frames import Frame, checked_lazy
+from divscope.analyses._streaming import collect
 from divscope.errors import DivscopeError
 from divscope.estimators import Interval, percentile_interval, problem_bootstrap_weights
 
@@ -66,7 +67,7 @@ def path_coverage(
     (0.8333, 0.75)
     """
     lazy = checked_lazy(tokens, COVERAGE_COLUMNS, what="path_coverage")
-    responses = (
+    responses = collect(
         lazy.select(COVERAGE_COLUMNS)
         .drop_nulls(["token_id", "top1_base"])
         .group_by("prompt_id", "sample_id")
@@ -75,7 +76,6 @@ def path_coverage(
             (pl.col("top1_base") == pl.col("token_id")).sum().cast(pl.Int64).alias("covered"),
         )
         .with_columns((pl.col("covered") / pl.col("positions")).alias("coverage"))
-        .collect()
     )
     if responses.is_empty():
         raise DivscopeError(

@@ -30,6 +30,7 @@ import numpy as np
 import polars as pl
 
 from divscope.analyses._frames import Frame, checked_lazy, percentile_label
+from divscope.analyses._streaming import collect
 from divscope.analyses.controls import SAMPLING_COLUMNS, format_value
 from divscope.analyses.cross_sample import Reference, cross_sampling_curve
 from divscope.analyses.distribution import sparsity
@@ -104,7 +105,7 @@ def difficulty_tertiles(
         if "force_prefix" in names:
             lazy = lazy.filter(pl.col("force_prefix").is_null())
         sampling = [c for c in SAMPLING_COLUMNS if c in names]
-        samplings = lazy.select(sampling).unique().collect() if sampling else pl.DataFrame()
+        samplings = collect(lazy.select(sampling).unique()) if sampling else pl.DataFrame()
         if samplings.height > 1:
             shown = "; ".join(
                 ", ".join(f"{c}={format_value(v)}" for c, v in row.items())
@@ -116,14 +117,13 @@ def difficulty_tertiles(
             )
     elif model is not None or "model" in names:
         lazy = _one_model(lazy, names, model, what=what)
-    counts = (
+    counts = collect(
         lazy.drop_nulls("correct")
         .group_by("prompt_id")
         .agg(
             pl.len().cast(pl.Int64).alias("n_samples"),
             pl.col("correct").cast(pl.Int64).sum().alias("n_correct"),
         )
-        .collect()
     )
     if counts.is_empty():
         where = f"`{base_policy}` control rows" if "policy" in names else "rows"
@@ -155,7 +155,7 @@ def _one_model(lazy: pl.LazyFrame, names: Sequence[str], model: str | None, *, w
             f"{what}: model={model!r} was given but the graded responses have no `model` "
             "column; leave it out when the table holds only the base model's responses."
         )
-    present = lazy.select(pl.col("model").unique().sort()).collect()["model"].to_list()
+    present = collect(lazy.select(pl.col("model").unique())).sort("model")["model"].to_list()
     if model is None:
         if len(present) <= 1:
             return lazy
@@ -263,16 +263,24 @@ def by_difficulty(
         )
     required = ["prompt_id", "sample_id", "position", "n_tokens", metric]
     lazy = checked_lazy(tokens, required, what=what).select(required).drop_nulls(metric)
-    frame = lazy.collect()
-    if frame.is_empty():
+    # Only the prompts are collected; the tokens stay a (streamed) LazyFrame with a tertile.
+    prompts = collect(lazy.select(pl.col("prompt_id").unique()))
+    if prompts.is_empty():
         raise DivscopeError(f"{what}: the token table has no value of {metric!r}.")
-    rated = frame.join(levels, on="prompt_id", how="inner")
-    n_unrated = frame["prompt_id"].n_unique() - rated["prompt_id"].n_unique()
-    if rated.is_empty():
+    known = prompts.join(levels, on="prompt_id", how="inner")
+    n_unrated = prompts.height - known.height
+    if known.is_empty():
         raise DivscopeError(
             f"{what}: no prompt of the token table has a difficulty tertile; compute the "
             "tertiles from graded base responses to the same prompts."
         )
+    tertile = pl.coalesce(
+        pl.when(pl.col("prompt_id").is_in(part["prompt_id"].implode())).then(
+            pl.lit(level, dtype=DIFFICULTY)
+        )
+        for (level,), part in known.partition_by("difficulty", as_dict=True).items()
+    )
+    rated = lazy.with_columns(tertile.alias("difficulty")).drop_nulls("difficulty")
     notes = []
     if n_unrated:
         notes.append(f"{n_unrated} prompt(s) of the token table have no tertile: left out.")
@@ -289,7 +297,7 @@ def by_difficulty(
         recovery.seed,
         recovery.confidence,
     )
-    present = [level for level in DIFFICULTY_LEVELS if level in set(rated["difficulty"])]
+    present = [level for level in DIFFICULTY_LEVELS if level in set(known["difficulty"])]
     parts = {level: rated.filter(pl.col("difficulty") == level) for level in present}
     positional = _per_level(parts, lambda part: positional_profile(part, metric, bins=bins))
     early = _per_level(parts, lambda part: early_density(part, metric, top_share=0.01, bins=bins))
@@ -322,7 +330,7 @@ def by_difficulty(
 
 
 def _per_level(
-    parts: dict[str, pl.DataFrame], analysis: Callable[[pl.DataFrame], pl.DataFrame]
+    parts: dict[str, pl.LazyFrame], analysis: Callable[[pl.LazyFrame], pl.DataFrame]
 ) -> pl.DataFrame:
     """`analysis` of each tertile's tokens, stacked under a `difficulty` column."""
     return pl.concat(
@@ -334,7 +342,7 @@ def _per_level(
 
 
 def _sparsity(
-    rated: pl.DataFrame,
+    rated: pl.LazyFrame,
     pass_rates: pl.DataFrame | None,
     metric: str,
     thresholds: Sequence[float],
@@ -348,15 +356,13 @@ def _sparsity(
     sums = [pl.col(metric).cast(pl.Float64).sum().alias("mean")]
     sums += [(pl.col(metric) > t).sum().cast(pl.Float64).alias(n) for t, n in
              zip(thresholds, names[1:], strict=True)]  # fmt: skip
-    per_prompt = (
-        rated.group_by("prompt_id", "difficulty")
-        .agg(
+    per_prompt = collect(
+        rated.group_by("prompt_id", "difficulty").agg(
             pl.len().cast(pl.Float64).alias("_tokens"),
             pl.col("sample_id").n_unique().alias("_responses"),
             *sums,
         )
-        .sort("prompt_id")
-    )
+    ).sort("prompt_id")
     codes = per_prompt["difficulty"].to_physical().to_numpy()
     bootstrap = PairedBootstrap.drawn(codes, n_boot=n_boot, seed=seed)
     counts = per_prompt["_tokens"].to_numpy()
@@ -420,7 +426,7 @@ def _recovery(
 ) -> tuple[pl.DataFrame | None, list[str]]:
     """`cross_sampling_curve` of each tertile's prompts, stacked; notes on what was left out."""
     lazy = checked_lazy(results, ["prompt_id"], what="by_difficulty", source="cross-sample results")
-    prompts = lazy.select(pl.col("prompt_id").unique()).collect()
+    prompts = collect(lazy.select(pl.col("prompt_id").unique()))
     rated = prompts.join(levels, on="prompt_id", how="inner")
     notes = []
     unrated = prompts.height - rated.height

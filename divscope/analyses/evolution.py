@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 import polars as pl
 
 from divscope.analyses._frames import POSITION_KEY, Frame, checked_lazy, percentile_label
+from divscope.analyses._streaming import collect, value_limit
 from divscope.analyses.distribution import sparsity
 from divscope.errors import DivscopeError
 
@@ -59,16 +60,14 @@ def evolution(
     }
     shared = shared_trajectories(lazies)
     high = {
-        step: lazy.filter(pl.col(metric) > threshold).select(POSITION_KEY).unique().collect()
+        step: lazy.filter(pl.col(metric) > threshold).select(POSITION_KEY)
         for step, lazy in lazies.items()
     }
-    final_high = high[final_step]
     rows = []
     for step in sorted(lazies):
         result = sparsity(lazies[step], metric, thresholds=(), percentiles=percentiles)
-        n_high = high[step].height
-        both = high[step].join(final_high, on=list(POSITION_KEY), how="inner").height
-        union = n_high + final_high.height - both
+        ours, final, both = _key_overlap(high[step], high[final_step], POSITION_KEY)
+        n_high, union = ours + both, ours + final + both
         rows.append(
             {
                 "step": step,
@@ -101,16 +100,55 @@ def shared_trajectories(tables: Mapping[int, Frame]) -> dict[int, bool]:
     if not tables:
         return {}
     lazies = {step: checked_lazy(t, POSITION_KEY, what="evolution") for step, t in tables.items()}
-    final = lazies[max(lazies)]
+    final_step = max(lazies)
     names = {step: set(lazy.collect_schema().names()) for step, lazy in lazies.items()}
-    final_names = names[max(lazies)]
-    final_rows = {}
     shared = {}
     for step, lazy in lazies.items():
-        key = [*POSITION_KEY, *(["token_id"] if "token_id" in names[step] & final_names else [])]
-        if tuple(key) not in final_rows:
-            final_rows[tuple(key)] = final.select(key).unique().collect()
-        rows = lazy.select(key).unique().collect()
-        ours = final_rows[tuple(key)]
-        shared[step] = rows.height == ours.height and rows.join(ours, on=key).height == rows.height
+        key = [
+            *POSITION_KEY,
+            *(["token_id"] if "token_id" in names[step] & names[final_step] else []),
+        ]
+        shared[step] = step == final_step or _key_overlap(lazy, lazies[final_step], key)[:2] == (
+            0,
+            0,
+        )
     return dict(sorted(shared.items()))
+
+
+def _key_overlap(
+    first: pl.LazyFrame, second: pl.LazyFrame, key: Sequence[str]
+) -> tuple[int, int, int]:
+    """How many distinct `key`s lie only in `first`, only in `second`, and in both.
+
+    Out of core: the keys of both tables are hashed into buckets of at most `value_limit() / 4`
+    rows, and each bucket is grouped in one streaming pass (a table that fits is one bucket).
+
+    >>> first = pl.LazyFrame({"k": [1, 2, 2, 3]})
+    >>> _key_overlap(first, pl.LazyFrame({"k": [3, 4]}), ["k"])
+    (2, 1, 1)
+    """
+    key = list(key)
+    sides = pl.concat(
+        [
+            lazy.select(key).with_columns(pl.lit(side, dtype=pl.Int8).alias("_side"))
+            for side, lazy in enumerate((first, second))
+        ],
+        how="vertical_relaxed",
+    )
+    n = collect(sides.select(pl.len())).item()
+    buckets = max(1, -(-n // max(1, value_limit() // 4)))
+    totals = [0, 0, 0]
+    for bucket in range(buckets):
+        part = sides if buckets == 1 else sides.filter(pl.struct(key).hash(0) % buckets == bucket)
+        low, high = pl.col("low"), pl.col("high")
+        counts = collect(
+            part.group_by(key)
+            .agg(pl.col("_side").min().alias("low"), pl.col("_side").max().alias("high"))
+            .select(
+                (high == 0).sum().alias("first"),
+                (low == 1).sum().alias("second"),
+                (low != high).sum().alias("both"),
+            )
+        ).row(0)
+        totals = [t + int(c) for t, c in zip(totals, counts, strict=True)]
+    return totals[0], totals[1], totals[2]

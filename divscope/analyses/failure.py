@@ -14,6 +14,7 @@ import numpy as np
 import polars as pl
 
 from divscope.analyses._frames import Frame, checked_lazy
+from divscope.analyses._streaming import value_limit
 from divscope.errors import DivscopeError
 from divscope.estimators import (
     Interval,
@@ -65,16 +66,48 @@ def response_scores(tokens: Frame, metric: str = "js", *, top_n: int = 100) -> p
         raise DivscopeError(f"failure_auroc: top_n must be >= 1, got {top_n}.")
     required = ["prompt_id", "sample_id", "correct", metric, "entropy_base"]
     lazy = checked_lazy(tokens, required, what="failure_auroc")
-    return (
-        lazy.group_by("prompt_id", "sample_id")
-        .agg(
-            pl.col("correct").cast(pl.Boolean).first(),
-            pl.col(metric).top_k(top_n).mean().alias("score"),
-            pl.col("entropy_base").top_k(top_n).mean().alias("entropy_score"),
-        )
-        .sort("prompt_id", "sample_id")
-        .collect()
-    )
+    key = ["prompt_id", "sample_id"]
+    scored = {"score": metric, "entropy_score": "entropy_base"}
+
+    def largest(lists: bool) -> list[pl.Expr]:
+        """`correct` and the `top_n` largest values of each score per response, of the token
+        rows or of lists of such values."""
+        values = {
+            name: pl.col(name).list.explode(keep_nulls=False, empty_as_null=False)
+            if lists
+            else pl.col(column).drop_nulls()
+            for name, column in scored.items()
+        }
+        correct = pl.col("correct") if lists else pl.col("correct").cast(pl.Boolean)
+        return [correct.first(), *(v.top_k(top_n).alias(name) for name, v in values.items())]
+
+    # The top n of a response are the top n of its parts' top n: each batch of rows is cut down
+    # to at most `top_n` values per response, and the partial lists are merged whenever they
+    # outgrow the merged ones (so memory holds O(responses · top_n) values, never the rows).
+    selected = lazy.select(required)
+    merged = pl.DataFrame(schema=selected.collect_schema()).group_by(key).agg(largest(False))
+    pending: list[pl.DataFrame] = []
+    for batch in selected.collect_batches(chunk_size=min(1 << 20, value_limit())):
+        pending.append(batch.group_by(key, maintain_order=True).agg(largest(False)))
+        if sum(part.height for part in pending) > max(merged.height, value_limit() >> 8):
+            merged = _merge([merged, *pending], key, largest(True))
+            pending = []
+    # Means as polars' own of a Float32 column: summed in float64, rounded to Float32.
+    schema = selected.collect_schema()
+    means = [
+        pl.col(name)
+        .cast(pl.List(pl.Float64))
+        .list.sort(descending=True)
+        .list.mean()
+        .cast(pl.Float32 if schema[column] == pl.Float32 else pl.Float64)
+        for name, column in scored.items()
+    ]
+    return _merge([merged, *pending], key, largest(True)).select(*key, "correct", *means).sort(key)
+
+
+def _merge(parts: list[pl.DataFrame], key: list[str], aggs: list[pl.Expr]) -> pl.DataFrame:
+    """Partial per-response top lists, merged into one row per response."""
+    return pl.concat(parts).group_by(key, maintain_order=True).agg(aggs)
 
 
 def graded_scores(

@@ -1,11 +1,7 @@
 """Seeded samples of rows, for figures that draw at most so many points and say so.
 
 Every function takes a `seed` and reports how many rows qualified, so that a figure can say
-that it shows a sample and of how many. A sample is uniform without replacement and its
-memory is bounded by its size, not the table's: each row's number is hashed with the seed and
-the rows of the `max_rows` smallest hashes are kept (a bottom-k sketch, which the streaming
-engine computes in one pass), so a LazyFrame over a table of any size and the same table in
-memory give the same rows.
+that it shows a sample and of how many.
 """
 
 from __future__ import annotations
@@ -18,9 +14,6 @@ import polars as pl
 from divscope.analyses._frames import Frame, checked_lazy
 from divscope.analyses._streaming import collect
 from divscope.errors import DivscopeError
-
-_ROW = "__divscope_row"
-"""The row-number column a sample is drawn by (dropped from what it returns)."""
 
 
 @dataclass(frozen=True)
@@ -41,18 +34,29 @@ class Sample:
 
 
 def sample_rows(lazy: pl.LazyFrame, *, max_rows: int, seed: int) -> Sample:
-    """At most `max_rows` rows of `lazy`, drawn uniformly without replacement with a fixed
-    seed, in the table's order; memory bounded by `max_rows` (see the module's docstring).
+    """At most `max_rows` rows of `lazy`, drawn without replacement with a fixed seed.
+
+    A bottom-k sample: each row's index is hashed with the seed, and the `max_rows` rows of
+    smallest hash are kept, in their order in `lazy`. Out of core (a count, then polars'
+    streaming bottom-k, which holds `max_rows` rows), and the same rows whether `lazy` is a
+    DataFrame's or a scan of the same rows in parts.
 
     >>> sample_rows(pl.LazyFrame({"x": range(10)}), max_rows=3, seed=0).rows.height
     3
     """
     if max_rows < 1:
         raise DivscopeError(f"sample_rows: max_rows must be >= 1, got {max_rows}.")
-    numbered = lazy.with_row_index(_ROW)
-    kept = numbered.bottom_k(max_rows, by=[pl.col(_ROW).hash(seed), _ROW]).sort(_ROW)
     n_total = collect(lazy.select(pl.len())).item()
-    return Sample(rows=collect(kept.drop(_ROW)), n_total=n_total, seed=seed)
+    if n_total > max_rows:
+        row, key = "_sample_row", "_sample_key"
+        lazy = (
+            lazy.with_row_index(row)
+            .with_columns(pl.col(row).hash(seed).alias(key))
+            .bottom_k(max_rows, by=[key, row])
+            .sort(row)
+            .drop(row, key)
+        )
+    return Sample(rows=collect(lazy), n_total=n_total, seed=seed)
 
 
 def high_divergence_sample(

@@ -14,6 +14,7 @@ import polars as pl
 from scipy.stats import gaussian_kde
 
 from divscope.analyses._frames import POSITION_KEY, Frame, as_float, checked_lazy, top_count
+from divscope.analyses._streaming import collect, grouped_quantiles, order_statistics
 from divscope.analyses.sampling import sample_rows
 from divscope.errors import DivscopeError
 from divscope.schema import OVERLAP_KS
@@ -56,16 +57,32 @@ def entropy_by_divergence(tokens: Frame, metric: str = "js", *, split: float = 0
     exprs = []
     for name, condition in groups.items():
         exprs.append(condition.sum().cast(pl.Int64).alias(f"{name}|count"))
-        for column in ENTROPY_COLUMNS:
-            selected = pl.col(column).filter(condition)
-            exprs.append(selected.mean().alias(f"{name}|mean_{column}"))
-            exprs.append(selected.median().alias(f"{name}|median_{column}"))
-    row = lazy.select(exprs).collect().row(0, named=True)
+        exprs.extend(
+            pl.col(column).filter(condition).mean().alias(f"{name}|mean_{column}")
+            for column in ENTROPY_COLUMNS
+        )
+    row = collect(lazy.select(exprs)).row(0, named=True)
+    schema = lazy.collect_schema()
+    label = pl.when(groups["low"]).then(pl.lit("low")).when(groups["high"]).then(pl.lit("high"))
+    grouped = lazy.select(label.alias("_group"), *ENTROPY_COLUMNS)
+    for column in ENTROPY_COLUMNS:
+        medians = grouped_quantiles(grouped, column, "_group", [0.5])
+        for name in groups:
+            value = medians.get(name, [None])[0]
+            row[f"{name}|median_{column}"] = _as_dtype(value, schema[column])
     fields = ["count"] + [f"{s}_{c}" for c in ENTROPY_COLUMNS for s in ("mean", "median")]
     return pl.DataFrame(
         [{"group": name, **{f: row[f"{name}|{f}"] for f in fields}} for name in groups],
         schema={"group": pl.String, "count": pl.Int64, **{f: pl.Float64 for f in fields[1:]}},
     )
+
+
+def _as_dtype(value: float | None, dtype: pl.DataType) -> float | None:
+    """An exact float64 statistic of a column rounded as polars' own (a Float32 column's median
+    is a Float32)."""
+    if value is None or dtype != pl.Float32:
+        return value
+    return float(np.float32(value))
 
 
 @dataclass(frozen=True)
@@ -186,7 +203,7 @@ def topk_overlap(
         above = pl.col(metric) > threshold
         exprs.append(above.sum().cast(pl.Int64).alias(f"{i}|count"))
         exprs.extend(pl.col(c).filter(above).mean().alias(f"{i}|{c}") for c in columns)
-    row = lazy.select(exprs).collect().row(0, named=True) if exprs else {}
+    row = collect(lazy.select(exprs)).row(0, named=True) if exprs else {}
     return pl.DataFrame(
         [
             {"threshold": float(t), **{c: row[f"{i}|{c}"] for c in ["count", *columns]}}
@@ -238,8 +255,14 @@ def rank_reordering(
         raise DivscopeError(f"rank_reordering: max_rank must be >= 3, got {max_rank}.")
     columns = [f"rl_top{k}_rank_in_base" for k in RL_TOKENS]
     lazy = checked_lazy(tokens, [metric, *columns], what="rank_reordering")
-    high = lazy.filter(pl.col(metric) > threshold).select(columns).collect()
-    n = high.height
+    # One pass: counts of each combination of the three (clipped) ranks, at most (max_rank + 2)³.
+    clipped = [pl.col(c).clip(upper_bound=max_rank + 1).cast(pl.Int32) for c in columns]
+    combinations = collect(
+        lazy.filter(pl.col(metric) > threshold)
+        .group_by(clipped)
+        .agg(pl.len().cast(pl.Int64).alias("count"))
+    )
+    n = int(combinations["count"].sum())
     grid = pl.DataFrame(
         {
             "rl_token": pl.Series(
@@ -250,9 +273,8 @@ def rank_reordering(
     )
     counts = pl.concat(
         [
-            high.select(pl.col(c).clip(upper_bound=max_rank + 1).cast(pl.Int32).alias("base_rank"))
-            .group_by("base_rank")
-            .agg(pl.len().cast(pl.Int64).alias("count"))
+            combinations.group_by(pl.col(c).alias("base_rank"))
+            .agg(pl.col("count").sum())
             .with_columns(pl.lit(k, dtype=pl.Int32).alias("rl_token"))
             for k, c in zip(RL_TOKENS, columns, strict=True)
         ],
@@ -264,23 +286,24 @@ def rank_reordering(
         .with_columns((pl.col("count") / n if n else pl.lit(float("nan"))).alias("share"))
         .sort("rl_token", "base_rank")
     )
-    shares = high.select(
-        *[
-            (pl.col(c) == 1).mean().alias(f"top1_{k}")
-            for k, c in zip(RL_TOKENS, columns, strict=True)
-        ],
-        *[
-            (pl.col(c) <= 3).mean().alias(f"top3_{k}")
-            for k, c in zip(RL_TOKENS, columns, strict=True)
-        ],
-    ).row(0, named=True)
+
+    def share(column: str, hit: pl.Expr) -> float:
+        """Share of the positions with a rank in `column` where `hit` holds."""
+        ranked = combinations.filter(pl.col(column).is_not_null())
+        total = int(ranked["count"].sum())
+        return int(ranked.filter(hit)["count"].sum()) / total if total else float("nan")
+
     return RankReordering(
         metric=metric,
         threshold=threshold,
         n_positions=n,
         distribution=distribution,
-        within_base_top1={k: as_float(shares[f"top1_{k}"]) for k in RL_TOKENS},
-        within_base_top3={k: as_float(shares[f"top3_{k}"]) for k in RL_TOKENS},
+        within_base_top1={
+            k: share(c, pl.col(c) == 1) for k, c in zip(RL_TOKENS, columns, strict=True)
+        },
+        within_base_top3={
+            k: share(c, pl.col(c) <= 3) for k, c in zip(RL_TOKENS, columns, strict=True)
+        },
     )
 
 
@@ -336,7 +359,7 @@ def tail_promotion(
     lazy = checked_lazy(tokens, required, what="tail_promotion")
     high = lazy.filter(pl.col(metric) > threshold).select(required[1:])
     tail = pl.col("p_base_of_rl_top1") < tail_cutoff
-    row = (
+    row = collect(
         high.select(
             pl.len().alias("n"),
             *[
@@ -345,11 +368,11 @@ def tail_promotion(
             ],
             tail.sum().cast(pl.Int64).alias("n_tail"),
             pl.col("p_top1_rl").filter(tail).mean().alias("tail_mean"),
-            pl.col("p_top1_rl").filter(tail).median().alias("tail_median"),
         )
-        .collect()
-        .row(0, named=True)
-    )
+    ).row(0, named=True)
+    promoted = high.filter(tail).select("p_top1_rl", pl.lit(0).alias("_all"))
+    median = grouped_quantiles(promoted, "p_top1_rl", "_all", [0.5]).get(0, [None])[0]
+    row["tail_median"] = _as_dtype(median, lazy.collect_schema()["p_top1_rl"])
     curve = pl.DataFrame(
         {
             "cutoff": [float(c) for c in cutoffs],
@@ -369,22 +392,68 @@ def tail_promotion(
     )
 
 
-def _top_rows(frame: pl.DataFrame, column: str, n_top: int) -> np.ndarray:
-    """Row indices of `frame`'s `n_top` largest `column` values; ties at the cut go to the
-    smallest (prompt_id, sample_id, position)."""
-    values = frame[column].to_numpy()
-    if n_top == 0:
-        return np.zeros(0, dtype=np.int64)
-    cut = np.partition(values, values.size - n_top)[values.size - n_top]
-    above = np.flatnonzero(values > cut)
-    tied = (
-        frame.with_row_index("row")
-        .filter(pl.col(column) == cut)
-        .sort(POSITION_KEY)
-        .head(n_top - above.size)["row"]
-        .to_numpy()
+def top_rows(lazy: pl.LazyFrame, column: str, counts: Sequence[int]) -> list[pl.Expr]:
+    """Per count m, an expression true on exactly the m rows of `lazy` with the largest
+    `column`: ties at the cut go to the smallest (prompt_id, sample_id, position).
+
+    Out of core: the m-th largest value comes from `order_statistics`, one pass counts the rows
+    above and at each cut, and where the tied rows do not all fit, the key of the last one taken
+    is found by counting them per prompt, then per sample of that prompt, then collecting the
+    positions of that one response. `lazy` holds no nulls in `column` and unique keys.
+
+    >>> lazy = pl.LazyFrame({"prompt_id": ["a", "a", "b", "b"], "sample_id": [0, 1, 0, 0],
+    ...     "position": [0, 0, 0, 1], "x": [1.0, 2.0, 2.0, 2.0]})
+    >>> (expression,) = top_rows(lazy, "x", [2])
+    >>> lazy.filter(expression).collect()["sample_id"].to_list()
+    [1, 0]
+    """
+    x = pl.col(column)
+    wanted = sorted({m for m in counts if m > 0})
+    if not wanted:
+        return [pl.lit(False)] * len(counts)
+    cuts = order_statistics(lazy, column, [m - 1 for m in wanted], descending=True)
+    tallies = collect(
+        lazy.select(
+            *[(x > cut).sum().alias(f"above_{i}") for i, cut in enumerate(cuts)],
+            *[(x == cut).sum().alias(f"tied_{i}") for i, cut in enumerate(cuts)],
+        )
+    ).row(0, named=True)
+    chosen = {}
+    for i, (m, cut) in enumerate(zip(wanted, cuts, strict=True)):
+        left, tied = m - tallies[f"above_{i}"], tallies[f"tied_{i}"]
+        if left == tied:
+            chosen[m] = x >= cut
+        else:
+            last = _nth_key(lazy.filter(x == cut), left - 1)
+            chosen[m] = (x > cut) | ((x == cut) & _key_at_most(last))
+    return [chosen.get(m, pl.lit(False)) for m in counts]
+
+
+def _nth_key(lazy: pl.LazyFrame, rank: int) -> tuple:
+    """The position key at 0-based `rank` of `lazy`'s rows sorted by key, from counts per prompt
+    and per sample, and the positions of one response."""
+    prompt, rank = _nth_group(lazy, "prompt_id", rank)
+    lazy = lazy.filter(pl.col("prompt_id") == prompt)
+    sample, rank = _nth_group(lazy, "sample_id", rank)
+    positions = collect(lazy.filter(pl.col("sample_id") == sample).select("position"))
+    return prompt, sample, positions["position"].sort()[rank]
+
+
+def _nth_group(lazy: pl.LazyFrame, column: str, rank: int) -> tuple[object, int]:
+    """The value of `column` that holds the row at 0-based `rank` in `column` order, and the
+    rank of that row among the value's rows."""
+    sizes = collect(lazy.group_by(column).agg(pl.len().alias("n"))).sort(column)
+    ends = sizes["n"].cum_sum().to_numpy()
+    index = int(np.searchsorted(ends, rank, side="right"))
+    return sizes[column][index], rank - (int(ends[index - 1]) if index else 0)
+
+
+def _key_at_most(key: tuple) -> pl.Expr:
+    """Rows whose (prompt_id, sample_id, position) is at most `key`, lexicographically."""
+    prompt, sample, position = (pl.col(c) for c in POSITION_KEY)
+    return (prompt < key[0]) | (
+        (prompt == key[0]) & ((sample < key[1]) | ((sample == key[1]) & (position <= key[2])))
     )
-    return np.concatenate([above, tied.astype(np.int64)])
 
 
 def entropy_iou(
@@ -416,20 +485,27 @@ def entropy_iou(
     """
     required = [*POSITION_KEY, metric, "entropy_base"]
     lazy = checked_lazy(tokens, required, what="entropy_iou")
-    frame = lazy.select(required).drop_nulls([metric, "entropy_base"]).collect()
-    n = frame.height
+    lazy = lazy.select(required).drop_nulls([metric, "entropy_base"])
+    n = collect(lazy.select(pl.len())).item()
+    tops = [top_count(n, share) for share in shares]
+    in_a, in_b = top_rows(lazy, metric, tops), top_rows(lazy, "entropy_base", tops)
+    both = (
+        collect(
+            lazy.select(
+                (a & b).sum().alias(str(i)) for i, (a, b) in enumerate(zip(in_a, in_b, strict=True))
+            )
+        ).row(0)
+        if tops
+        else ()
+    )
     rows = []
-    for share in shares:
-        m = top_count(n, share)
-        in_a = np.zeros(n, dtype=bool)
-        in_a[_top_rows(frame, metric, m)] = True
-        n_both = int(in_a[_top_rows(frame, "entropy_base", m)].sum())
+    for share, m, n_both in zip(shares, tops, both, strict=True):
         expected = m * m / n if n else 0.0
         rows.append(
             {
                 "share": float(share),
                 "n_top": m,
-                "n_both": n_both,
+                "n_both": int(n_both),
                 "iou": n_both / (2 * m - n_both) if m else None,
                 "chance_iou": expected / (2 * m - expected) if m else None,
             }

@@ -15,6 +15,7 @@ from pathlib import Path
 import polars as pl
 
 from divscope.analyses._frames import DEFAULT_PERCENTILES, Frame, checked_lazy, top_count
+from divscope.analyses._streaming import collect, order_statistics
 from divscope.analyses.distribution import DEFAULT_SPARSITY_THRESHOLDS, Sparsity, sparsity
 from divscope.errors import DivscopeError
 
@@ -166,6 +167,12 @@ def planning_enrichment(
 ) -> PlanningEnrichment:
     """Share of planning words among the top `top_share` most divergent tokens vs all tokens.
 
+    The top tokens are the ⌈top_share · n⌉ largest values of `metric`. Where values tie at the
+    cut, the tied tokens share the places left: each counts as a planning word with the share of
+    planning words among the tied tokens (the expected count of any choice among them, so the
+    result does not depend on the row order). Out of core on a LazyFrame: the cut is an exact
+    order statistic (`order_statistics`), and only counts per distinct token string are held.
+
     Args:
         tokens: a token table with `token`.
         metric: the divergence column.
@@ -186,14 +193,32 @@ def planning_enrichment(
     lazy = checked_lazy(tokens, ["token", metric], what="planning_enrichment")
     lazy = lazy.select("token", metric).drop_nulls(metric)
     words = lexicon_words(lexicon)
-    counts = word_counts(lazy).collect()
-    n = int(counts["count"].sum())
-    planning_all = int(counts.filter(pl.col("word").is_in(words.implode()))["count"].sum())
-    n_top = top_count(n, top_share)
-    top = lazy.select(pl.col("token").top_k_by(metric, n_top))
-    planning_top = int(
-        word_counts(top).collect().filter(pl.col("word").is_in(words.implode()))["count"].sum()
+    # Counts per distinct token string: which strings are planning words, and how often.
+    counts = collect(
+        lazy.group_by("token")
+        .agg(pl.len().cast(pl.Int64).alias("count"))
+        .with_columns(normalized_token().alias("word"))
     )
+    planning = counts.filter(pl.col("word").is_in(words.implode()))
+    n = int(counts["count"].sum())
+    planning_all = int(planning["count"].sum())
+    n_top = top_count(n, top_share)
+    planning_top = 0.0
+    if n_top:
+        (cut,) = order_statistics(lazy, metric, [n_top - 1], descending=True)
+        is_planning = pl.col("token").is_in(planning["token"].implode())
+        above, at_cut = pl.col(metric) > cut, pl.col(metric) == cut
+        tally = collect(
+            lazy.select(
+                above.sum().alias("above"),
+                at_cut.sum().alias("tied"),
+                (above & is_planning).sum().alias("planning_above"),
+                (at_cut & is_planning).sum().alias("planning_tied"),
+            )
+        ).row(0, named=True)
+        # The tied tokens fill the places left, each a planning word with their own share.
+        left = n_top - tally["above"]
+        planning_top = tally["planning_above"] + left * tally["planning_tied"] / tally["tied"]
     share_top = planning_top / n_top if n_top else float("nan")
     share_all = planning_all / n if n else float("nan")
     return PlanningEnrichment(
@@ -240,7 +265,7 @@ def word_frequencies(
             .select(pl.lit(name).alias("group"), "word", "count", "share")
         )
         frames.append(counts)
-    return pl.concat(pl.collect_all(frames))
+    return pl.concat(collect(frame) for frame in frames)
 
 
 def token_profile(
@@ -269,11 +294,9 @@ def token_profile(
     """
     lazy = checked_lazy(tokens, ["token", metric], what="token_profile")
     target = pl.DataFrame({"token": [token]}).select(normalized_token())["token"][0]
-    matching = (
-        lazy.select(pl.col("token").unique())
-        .filter(normalized_token() == target)
-        .collect()["token"]
-    )
+    matching = collect(lazy.select(pl.col("token").unique()).filter(normalized_token() == target))[
+        "token"
+    ]
     return sparsity(
         lazy.filter(pl.col("token").is_in(matching.implode())),
         metric,
@@ -290,4 +313,4 @@ def most_frequent_words(tokens: Frame, *, top: int = 3) -> list[str]:
     ['the', 'x']
     """
     lazy = checked_lazy(tokens, ["token"], what="most_frequent_words").select("token")
-    return _ranked_words(lazy).head(top).collect()["word"].to_list()
+    return collect(_ranked_words(lazy).head(top))["word"].to_list()
