@@ -11,7 +11,7 @@ from typing import Annotated
 
 import polars as pl
 
-from divscope.analyses._streaming import collect
+from divscope.analyses._streaming import collect, memory_cap
 from divscope.analyses.populations import with_source
 from divscope.analyses.study import Study
 from divscope.analyses.summary import Metrics
@@ -64,6 +64,7 @@ def plot(
     table: memory stays flat in the number of rows. The figures that show raw values (the
     entropy KDEs, the scatter of tail promotion) draw a seeded uniform sample of at most
     `PlotInputs.max_samples` / `max_points` rows, and the token trajectory reads one response.
+    `metrics.max_memory` (--max-memory) caps what the analyses hold (`memory_cap`).
     Each figure is drawn on its paper's metric and population (see `divscope.figures.gallery`):
     the core paper's on `metrics.core_metric` and the RL model's trajectories, the takeover
     paper's on `metrics.takeover_metric` and base rollouts (`metrics.population` overrides;
@@ -140,12 +141,13 @@ def plot(
         + f", the takeover paper's on `{takeover}`; seed {recovery.seed}."
         + (f" Cross-sample results `{study.cross_sample}`." if study.cross_sample else "")
     )
-    return write_figures(
-        inputs,
-        out.path,
-        names=names,
-        formats=formats,
-        overwrite=out.overwrite,
-        description=description,
-        on_figure=on_figure,
-    )
+    with memory_cap(metrics.max_memory):
+        return write_figures(
+            inputs,
+            out.path,
+            names=names,
+            formats=formats,
+            overwrite=out.overwrite,
+            description=description,
+            on_figure=on_figure,
+        )
