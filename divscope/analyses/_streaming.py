@@ -24,7 +24,7 @@ value).
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -100,27 +100,19 @@ def collect(lazy: pl.LazyFrame) -> pl.DataFrame:
 
 
 def _values(lazy: pl.LazyFrame, column: str, by: str | None) -> pl.LazyFrame:
-    """Columns `_g` (the group, or 0) and `_v` (the value as float64, -0.0 as 0.0), no nulls."""
+    """Columns `_g` (the group, or 0) and `_v` (the value as float64), no nulls."""
     group = pl.col(by) if by is not None else pl.lit(0, dtype=pl.Int64)
-    # Adding 0.0 turns -0.0 into 0.0, so equal values are one value.
-    value = pl.col(column).cast(pl.Float64) + 0.0
+    value = pl.col(column).cast(pl.Float64)
     return lazy.select(group.alias(_G), value.alias(_V)).drop_nulls()
 
 
 def _log_bucket() -> pl.Expr:
-    """A non-decreasing bucket of the value: sign and 1/16 octave of |x|; NaN last."""
+    """A non-decreasing bucket of the value: sign and 1/16 octave of |x| (0 for 0); NaN last.
+
+    Plain arithmetic, no branches: sign(x) · (20001 + clip(⌊16 log2 |x|⌋, ±20000))."""
     v = pl.col(_V)
     octave = (v.abs().log(2) * _LOG_BUCKETS_PER_OCTAVE).floor().clip(-20_000, 20_000)
-    magnitude = octave.fill_nan(20_000).cast(pl.Int64) + 20_001
-    return (
-        pl.when(v.is_nan())
-        .then(pl.lit(_NAN_BUCKET, dtype=pl.Int64))
-        .when(v > 0)
-        .then(magnitude)
-        .when(v < 0)
-        .then(-magnitude)
-        .otherwise(pl.lit(0, dtype=pl.Int64))
-    )
+    return (v.sign() * (octave + 20_001)).fill_nan(float(_NAN_BUCKET)).cast(pl.Int64)
 
 
 def _linear_bucket(lo: float, hi: float) -> pl.Expr:
@@ -142,6 +134,8 @@ class _Slot:
     below: int
     count: int
     ranks: list[int] = field(default_factory=list)
+    whole: bool = False
+    """The slot holds every number of its group (no NaN)."""
 
     def holds(self) -> pl.Expr:
         inside = pl.col(_V).is_between(self.lo, self.hi)
@@ -199,23 +193,31 @@ def _refine(values: pl.LazyFrame, slots: list[_Slot], keep) -> list[_Slot]:
 
 
 def _first_slots(values: pl.LazyFrame) -> dict[Hashable, list[_Slot]]:
-    """Per group, its log buckets as slots (ranks empty), or one slot when they overlap."""
-    table = _histogram(values, None)
-    slots = {}
-    for part in table.partition_by(_G, maintain_order=True):
-        group = part[_G][0]
-        total = int(part["n"].sum())
-        whole = _Slot(group, 0.0, 0.0, 0, total)
-        split = _split(whole, part)
-        if split is None:
-            finite = part.filter(pl.col(_B) != _NAN_BUCKET)
-            whole.lo, whole.hi = float(finite["lo"].min()), float(finite["hi"].max())
-            whole.count = int(finite["n"].sum())
-            split = [whole]
-            if finite.height < part.height:
-                nan = float("nan")
-                split.append(_Slot(group, nan, nan, whole.count, total - whole.count))
-        slots[group] = split
+    """Per group, its values as slots (ranks empty): one slot [min, max] of the numbers (and
+    one of the NaN); a group of more than `value_limit()` numbers cut along its log buckets
+    (one more pass), unless they overlap."""
+    v = pl.col(_V)
+    number = v.filter(v.is_not_nan())
+    stats = collect(
+        values.group_by(_G).agg(
+            pl.len().alias("n"), v.is_nan().sum().alias("nan"), number.min().alias("lo"),
+            number.max().alias("hi"),
+        )
+    )  # fmt: skip
+    slots: dict[Hashable, list[_Slot]] = {}
+    for group, n, nan, lo, hi in stats.iter_rows():
+        finite = int(n) - int(nan)
+        slots[group] = [_Slot(group, lo, hi, 0, finite, whole=True)] if finite else []
+        if nan:
+            slots[group].append(_Slot(group, math.nan, math.nan, finite, int(nan)))
+    big = [g for g, parts in slots.items() if parts and parts[0].count > value_limit()]
+    if big:
+        table = _histogram(values.filter(pl.col(_G).is_in(big) & v.is_not_nan()), None)
+        for part in table.partition_by(_G, maintain_order=True):
+            group = part[_G][0]
+            split = _split(slots[group][0], part)
+            if split is not None:
+                slots[group][:1] = split
     return slots
 
 
@@ -246,7 +248,7 @@ def _select(
         size = 0
         for slot in pending:
             if slot.lo == slot.hi or math.isnan(slot.lo):
-                found.update({(slot.group, r): slot.lo for r in slot.ranks})
+                found.update({(slot.group, r): slot.lo + 0.0 for r in slot.ranks})
             elif slot.count > limit:
                 big.append(slot)
             else:
@@ -265,13 +267,58 @@ def _collect_ranks(
     values: pl.LazyFrame, batch: list[_Slot], found: dict[tuple[Hashable, int], float]
 ) -> None:
     """Collect the values of the slots in `batch` (one pass) and read their ranks."""
-    inside = pl.any_horizontal([slot.holds() for slot in batch])
-    rows = collect(values.filter(inside))
+    if all(slot.whole for slot in batch):  # whole groups: no range to test
+        groups = pl.Series([slot.group for slot in batch])
+        inside = pl.col(_G).is_in(groups.implode()) & pl.col(_V).is_not_nan()
+    else:
+        inside = pl.any_horizontal([slot.holds() for slot in batch])
+    rows = collect(values.filter(inside)).partition_by(_G, as_dict=True)
     for slot in batch:
-        picked = rows.filter(slot.holds())[_V].to_numpy()
-        ordered = np.sort(picked)
-        for r in slot.ranks:
-            found[(slot.group, r)] = float(ordered[r - slot.below])
+        picked = rows[(slot.group,)][_V].to_numpy()
+        if not slot.whole:
+            picked = picked[(picked >= slot.lo) & (picked <= slot.hi)]
+        local = [r - slot.below for r in slot.ranks]
+        # np.partition puts each wanted rank where a full sort would.
+        ordered = np.partition(picked, local)
+        for r, k in zip(slot.ranks, local, strict=True):
+            found[(slot.group, r)] = float(ordered[k]) + 0.0
+
+
+def _ranked(
+    values: pl.LazyFrame,
+    wanted: Callable[[dict[Hashable, tuple[int, int]]], dict[Hashable, set[int]]],
+    *,
+    grouped: bool,
+) -> tuple[dict[Hashable, tuple[int, int]], dict[tuple[Hashable, int], float]]:
+    """Per group (values, NaN values), and the values at the ranks `wanted(counts)` asks for.
+
+    Values that fit (at most `value_limit()`) come in one pass and are ranked in memory
+    (`np.partition`); more take the histogram passes (`_first_slots`, `_select`). A rank at or
+    above a group's count of numbers is NaN (NaN ranks last)."""
+    limit = value_limit()
+    rows = collect(values.head(limit + 1))
+    if rows.height > limit:
+        del rows
+        slots = _first_slots(values)
+        counts = _group_counts(slots)
+        return counts, _select(values, slots, wanted(counts))
+    parts = rows.partition_by(_G, as_dict=True) if grouped else {(0,): rows} if len(rows) else {}
+    numbers, counts = {}, {}
+    for (group,), part in parts.items():
+        array = part[_V].to_numpy()
+        nan = np.isnan(array)
+        numbers[group] = array[~nan] if nan.any() else array
+        counts[group] = (array.size, int(nan.sum()))
+    found = {}
+    for group, ranks in wanted(counts).items():
+        array = numbers[group]
+        inside = sorted(r for r in ranks if r < array.size)
+        ordered = np.partition(array, inside) if inside else array
+        # Adding 0.0 reads -0.0 as 0.0: equal values are one value.
+        found.update(
+            {(group, r): float(ordered[r]) + 0.0 if r < array.size else math.nan for r in ranks}
+        )
+    return counts, found
 
 
 def order_statistics(
@@ -281,7 +328,7 @@ def order_statistics(
 
     Rank k descending is the (k+1)-th largest value: with ties, the same value a full sort
     gives, whichever tied row holds it. Selecting "the ⌈share·n⌉ largest" rows needs, beside
-    this threshold value, a rule for the rows tied at it: see `top_rows`.
+    this threshold value, a rule for the rows tied at it: `top_rows`.
 
     Args:
         lazy: the table.
@@ -299,18 +346,53 @@ def order_statistics(
     >>> order_statistics(frame, "x", [0, 1, 3]), order_statistics(frame, "x", [0], descending=True)
     ([1.0, 2.0, 3.0], [3.0])
     """
-    values = _values(lazy, column, None)
-    slots = _first_slots(values)
-    n = _group_counts(slots).get(0, (0, 0))[0]
-    bad = [r for r in ranks if not 0 <= r < n]
-    if bad:
-        raise DivscopeError(
-            f"order_statistics: rank {bad[0]} of column {column!r} is outside [0, {n}) "
-            f"({n} non-null values)."
-        )
-    ascending = [n - 1 - r if descending else r for r in ranks]
-    found = _select(values, slots, {0: set(ascending)})
-    return [found[(0, r)] for r in ascending]
+    n = 0
+
+    def wanted(counts: dict[Hashable, tuple[int, int]]) -> dict[Hashable, set[int]]:
+        nonlocal n
+        n = counts.get(0, (0, 0))[0]
+        bad = [r for r in ranks if not 0 <= r < n]
+        if bad:
+            raise DivscopeError(
+                f"order_statistics: rank {bad[0]} of column {column!r} is outside [0, {n}) "
+                f"({n} non-null values)."
+            )
+        return {0: {n - 1 - r if descending else r for r in ranks}}
+
+    _, found = _ranked(_values(lazy, column, None), wanted, grouped=False)
+    return [found[(0, n - 1 - r if descending else r)] for r in ranks]
+
+
+def top_rows(lazy: pl.LazyFrame, column: str, count: int) -> pl.LazyFrame:
+    """The `count` rows of `lazy` with the largest `column`, lazily, in bounded memory.
+
+    The rows above the `count`-th largest value (`order_statistics`), and of the rows tied at
+    that value the first ones in the table's order, as many as complete `count`: a
+    deterministic rule (polars' in-memory `top_k_by` leaves the choice among ties to its
+    partial sort). Rows with a null `column` never count.
+
+    Args:
+        lazy: the table.
+        column: a numeric column.
+        count: rows to keep, in [0, n] for the n non-null values.
+
+    Returns:
+        The rows, in the table's order, with `lazy`'s columns.
+
+    >>> frame = pl.LazyFrame({"id": [0, 1, 2, 3, 4], "x": [1.0, 2.0, None, 2.0, 3.0]})
+    >>> top_rows(frame, "x", 2).collect()["id"].to_list()
+    [1, 4]
+    """
+    present = lazy.filter(pl.col(column).is_not_null())
+    if count <= 0:
+        return present.head(0)
+    (threshold,) = order_statistics(present, column, [count - 1], descending=True)
+    value = pl.col(column)
+    above = collect(present.select((value > threshold).sum())).item()
+    indexed = present.with_row_index("_row")
+    (last,) = order_statistics(indexed.filter(value == threshold), "_row", [count - above - 1])
+    chosen = (value > threshold) | ((value == threshold) & (pl.col("_row") <= last))
+    return indexed.filter(chosen).drop("_row")
 
 
 def _interpolate(n: int, probabilities: Sequence[float]) -> list[tuple[int, int, float]]:
@@ -339,13 +421,15 @@ def _polars_lerp(a: float, b: float, t: float) -> float:
 
 
 def _quantiles(
-    values: pl.LazyFrame, probabilities: Sequence[float], *, nan_propagates: bool
+    values: pl.LazyFrame, probabilities: Sequence[float], *, nan_propagates: bool, grouped: bool
 ) -> dict[Hashable, list[float]]:
-    slots = _first_slots(values)
-    counts = _group_counts(slots)
-    plans = {g: _interpolate(n, probabilities) for g, (n, _) in counts.items()}
-    wanted = {g: {r for lo, hi, _ in plan for r in (lo, hi)} for g, plan in plans.items()}
-    found = _select(values, slots, wanted)
+    plans: dict[Hashable, list[tuple[int, int, float]]] = {}
+
+    def wanted(counts: dict[Hashable, tuple[int, int]]) -> dict[Hashable, set[int]]:
+        plans.update({g: _interpolate(n, probabilities) for g, (n, _) in counts.items()})
+        return {g: {r for lo, hi, _ in plan for r in (lo, hi)} for g, plan in plans.items()}
+
+    counts, found = _ranked(values, wanted, grouped=grouped)
     out = {}
     for group, plan in plans.items():
         if nan_propagates and counts[group][1]:
@@ -372,7 +456,8 @@ def exact_quantiles(lazy: pl.LazyFrame, column: str, probabilities: Sequence[flo
     >>> exact_quantiles(frame, "x", [0.0, 0.5, 0.9])
     [1.0, 2.5, 3.7]
     """
-    result = _quantiles(_values(lazy, column, None), probabilities, nan_propagates=True)
+    values = _values(lazy, column, None)
+    result = _quantiles(values, probabilities, nan_propagates=True, grouped=False)
     return result.get(0, [math.nan] * len(probabilities))
 
 
@@ -399,7 +484,8 @@ def grouped_quantiles(
     >>> dict(sorted(grouped_quantiles(frame, "x", "bin", [0.5]).items()))
     {0: [2.0], 1: [6.0]}
     """
-    return _quantiles(_values(lazy, column, by), probabilities, nan_propagates=False)
+    values = _values(lazy, column, by)
+    return _quantiles(values, probabilities, nan_propagates=False, grouped=True)
 
 
 def sorted_blocks(
@@ -427,12 +513,13 @@ def sorted_blocks(
     """
     values = _values(lazy, column, None)
     limit = value_limit()
-    n = collect(values.select(pl.len())).item()
-    if n <= limit:
-        if n:
-            block = np.sort(collect(values)[_V].to_numpy())
+    rows = collect(values.head(limit + 1))
+    if rows.height <= limit:  # fits: one pass
+        if rows.height:
+            block = np.sort(rows[_V].to_numpy())
             yield block[::-1] if descending else block
         return
+    del rows
     ranges: list[_Slot] = []
     pending = _first_slots(values).get(0, [])
     while pending:

@@ -160,10 +160,11 @@ def histogram(
             f"high={high}; pass low= and high= explicitly."
         )
     edges = np.geomspace(low, high, bins + 1) if log else np.linspace(low, high, bins + 1)
-    # Index of the bin holding each value (NumPy's searchsorted(edges, side="right") - 1: cut's
-    # left-closed intervals, the first below edges[0]); values equal to `high` belong to the
+    # Index of the bin holding each value: NumPy's searchsorted(edges, side="right") - 1, as
+    # left-closed intervals (the first below edges[0]); values equal to `high` belong to the
     # last bin.
-    index = pl.col(metric).cut(edges.tolist(), left_closed=True).to_physical().cast(pl.Int64) - 1
+    intervals = pl.col(metric).bin_intervals(edges.tolist(), labels=False)
+    index = intervals.cast(pl.Int64) - 1
     index = pl.when(pl.col(metric) == edges[-1]).then(bins - 1).otherwise(index)
     counted = collect(values.group_by(index.alias("bin")).agg(pl.len().alias("n")))
     per_bin = dict(zip(counted["bin"].to_list(), counted["n"].to_list(), strict=True))

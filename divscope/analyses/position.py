@@ -10,7 +10,7 @@ from __future__ import annotations
 import polars as pl
 
 from divscope.analyses._frames import Frame, checked_lazy, percentile_label, top_count
-from divscope.analyses._streaming import collect, grouped_quantiles, order_statistics
+from divscope.analyses._streaming import collect, grouped_quantiles, top_rows
 from divscope.errors import DivscopeError
 
 PROFILE_PERCENTILES: tuple[float, ...] = (10, 25, 75, 90)
@@ -86,8 +86,9 @@ def early_density(
 ) -> pl.DataFrame:
     """Density over relative position of the most divergent tokens, beside that of all tokens.
 
-    The top tokens are the ⌈top_share · n⌉ with the largest metric. A density of 1 everywhere
-    means no positional preference; the paper finds the top 1% concentrated early.
+    The top tokens are the ⌈top_share · n⌉ with the largest metric, ties at the threshold going
+    to the first rows of the table (`top_rows`). A density of 1 everywhere means no positional
+    preference; the paper finds the top 1% concentrated early.
 
     Args:
         tokens: a token table with `position` and `n_tokens`.
@@ -106,27 +107,17 @@ def early_density(
     """
     required = ["position", "n_tokens", metric]
     lazy = checked_lazy(tokens, required, what="early_density").drop_nulls(metric)
-    binned = lazy.select(_position_bin(bins), pl.col(metric)).with_row_index("row")
-    n = collect(binned.select(pl.len())).item()
+    binned = lazy.select(_position_bin(bins), pl.col(metric))
+    counts_all = collect(binned.group_by("bin").agg(pl.len().cast(pl.Int64).alias("count_all")))
+    n = int(counts_all["count_all"].sum())
     n_top = top_count(n, top_share)
-    top = pl.lit(False)
-    if n_top:
-        # The n_top-th largest value, and the rows tied at it that still belong to the top:
-        # the first ones of the table (as `top_k_by` keeps them).
-        (threshold,) = order_statistics(binned, metric, [n_top - 1], descending=True)
-        value = pl.col(metric)
-        above = collect(binned.select((value > threshold).sum())).item()
-        tied = binned.filter(value == threshold)
-        (last,) = order_statistics(tied, "row", [n_top - above - 1])
-        top = (value > threshold) | ((value == threshold) & (pl.col("row") <= last))
-    counts = collect(
-        binned.group_by("bin").agg(
-            top.sum().cast(pl.Int64).alias("count"), pl.len().cast(pl.Int64).alias("count_all")
-        )
-    )
+    # Ties at the threshold go to the first rows (`top_rows`).
+    top = top_rows(binned, metric, n_top)
+    counts = collect(top.group_by("bin").agg(pl.len().cast(pl.Int64).alias("count")))
     return (
         _bin_frame(bins)
         .join(counts, on="bin", how="left")
+        .join(counts_all, on="bin", how="left")
         .with_columns(pl.col("count", "count_all").fill_null(0))
         .with_columns(
             (pl.col("count") / max(n_top, 1) * bins).alias("density"),

@@ -20,6 +20,7 @@ from divscope.analyses._streaming import (
     memory_cap,
     order_statistics,
     sorted_blocks,
+    top_rows,
     value_limit,
 )
 from divscope.errors import DivscopeError
@@ -190,3 +191,19 @@ def test_parquet_parts_are_read_as_one_column(tmp_path, limit):
         pl.DataFrame({"x": part}).write_parquet(tmp_path / f"part-{i}.parquet")
     lazy = pl.scan_parquet(tmp_path / "*.parquet")
     assert exact_quantiles(lazy, "x", PROBABILITIES) == np.quantile(values, PROBABILITIES).tolist()
+
+
+@pytest.mark.parametrize("count", [0, 1, 40, 333, 1000, 2000])
+def test_top_rows_are_a_stable_sorts_first_rows(count, limit):
+    # Values on a coarse grid: the count-th largest ties with many rows.
+    rng = np.random.default_rng(5)
+    values = rng.integers(0, 12, 2000) / 4
+    values[rng.random(2000) < 0.1] = np.nan  # nulls below, never counted
+    frame = pl.DataFrame({"id": np.arange(2000), "x": values}).with_columns(
+        pl.col("x").fill_nan(None)
+    )
+    present = frame.drop_nulls("x")
+    count = min(count, present.height)
+    order = np.argsort(-present["x"].to_numpy(), kind="stable")
+    expected = np.sort(present["id"].to_numpy()[order[:count]]).tolist()
+    assert collect(top_rows(frame.lazy(), "x", count))["id"].to_list() == expected
