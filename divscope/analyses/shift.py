@@ -392,7 +392,7 @@ def tail_promotion(
     )
 
 
-def top_rows(lazy: pl.LazyFrame, column: str, counts: Sequence[int]) -> list[pl.Expr]:
+def _top_rows(lazy: pl.LazyFrame, column: str, counts: Sequence[int]) -> list[pl.Expr]:
     """Per count m, an expression true on exactly the m rows of `lazy` with the largest
     `column`: ties at the cut go to the smallest (prompt_id, sample_id, position).
 
@@ -403,7 +403,7 @@ def top_rows(lazy: pl.LazyFrame, column: str, counts: Sequence[int]) -> list[pl.
 
     >>> lazy = pl.LazyFrame({"prompt_id": ["a", "a", "b", "b"], "sample_id": [0, 1, 0, 0],
     ...     "position": [0, 0, 0, 1], "x": [1.0, 2.0, 2.0, 2.0]})
-    >>> (expression,) = top_rows(lazy, "x", [2])
+    >>> (expression,) = _top_rows(lazy, "x", [2])
     >>> lazy.filter(expression).collect()["sample_id"].to_list()
     [1, 0]
     """
@@ -488,7 +488,7 @@ def entropy_iou(
     lazy = lazy.select(required).drop_nulls([metric, "entropy_base"])
     n = collect(lazy.select(pl.len())).item()
     tops = [top_count(n, share) for share in shares]
-    in_a, in_b = top_rows(lazy, metric, tops), top_rows(lazy, "entropy_base", tops)
+    in_a, in_b = _top_rows(lazy, metric, tops), _top_rows(lazy, "entropy_base", tops)
     both = (
         collect(
             lazy.select(

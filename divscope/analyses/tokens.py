@@ -167,11 +167,11 @@ def planning_enrichment(
 ) -> PlanningEnrichment:
     """Share of planning words among the top `top_share` most divergent tokens vs all tokens.
 
-    The top tokens are the ⌈top_share · n⌉ largest values of `metric`. Where values tie at the
-    cut, the tied tokens share the places left: each counts as a planning word with the share of
-    planning words among the tied tokens (the expected count of any choice among them, so the
-    result does not depend on the row order). Out of core on a LazyFrame: the cut is an exact
-    order statistic (`order_statistics`), and only counts per distinct token string are held.
+    The top tokens are the ⌈top_share · n⌉ with the largest `metric`; where values tie at the
+    cut, the first tied rows of the table are taken (the rule of `early_density`, so both
+    analyses see one set of tokens). Out of core on a LazyFrame: the cut and the last tied row
+    taken are exact order statistics (`order_statistics`), and only counts per distinct token
+    string are held.
 
     Args:
         tokens: a token table with `token`.
@@ -203,22 +203,17 @@ def planning_enrichment(
     n = int(counts["count"].sum())
     planning_all = int(planning["count"].sum())
     n_top = top_count(n, top_share)
-    planning_top = 0.0
+    planning_top = 0
     if n_top:
+        # The n_top-th largest value, and the rows tied at it that still belong to the top: the
+        # first ones of the table (as `early_density` takes them).
         (cut,) = order_statistics(lazy, metric, [n_top - 1], descending=True)
+        value, rows = pl.col(metric), lazy.with_row_index("row")
+        above = collect(lazy.select((value > cut).sum())).item()
+        (last,) = order_statistics(rows.filter(value == cut), "row", [n_top - above - 1])
+        top = (value > cut) | ((value == cut) & (pl.col("row") <= last))
         is_planning = pl.col("token").is_in(planning["token"].implode())
-        above, at_cut = pl.col(metric) > cut, pl.col(metric) == cut
-        tally = collect(
-            lazy.select(
-                above.sum().alias("above"),
-                at_cut.sum().alias("tied"),
-                (above & is_planning).sum().alias("planning_above"),
-                (at_cut & is_planning).sum().alias("planning_tied"),
-            )
-        ).row(0, named=True)
-        # The tied tokens fill the places left, each a planning word with their own share.
-        left = n_top - tally["above"]
-        planning_top = tally["planning_above"] + left * tally["planning_tied"] / tally["tied"]
+        planning_top = collect(rows.select((top & is_planning).sum())).item()
     share_top = planning_top / n_top if n_top else float("nan")
     share_all = planning_all / n if n else float("nan")
     return PlanningEnrichment(
