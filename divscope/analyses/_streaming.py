@@ -302,10 +302,13 @@ def _ranked(
         slots = _first_slots(values)
         counts = _group_counts(slots)
         return counts, _select(values, slots, wanted(counts))
-    parts = rows.partition_by(_G, as_dict=True) if grouped else {(0,): rows} if len(rows) else {}
+    everything = rows[_V].to_numpy()
+    parts = {0: everything} if len(rows) else {}
+    if grouped:
+        keys = rows[_G].to_numpy()
+        parts = {g: everything[keys == g] for g in rows[_G].unique().to_list()}
     numbers, counts = {}, {}
-    for (group,), part in parts.items():
-        array = part[_V].to_numpy()
+    for group, array in parts.items():
         nan = np.isnan(array)
         numbers[group] = array[~nan] if nan.any() else array
         counts[group] = (array.size, int(nan.sum()))

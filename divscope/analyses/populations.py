@@ -155,11 +155,26 @@ def role_of(value: str, roles: Mapping[str, str | None]) -> str | None:
     return value if value in ROLES else None
 
 
+def response_rows(frame: Frame) -> pl.DataFrame:
+    """Token rows per (source, prompt_id, sample_id) of a token table, by one streaming
+    aggregation: what `population` counts a population's responses and tokens from.
+
+    >>> frame = pl.DataFrame({"prompt_id": ["a", "a", "b"], "sample_id": [0, 0, 0],
+    ...     "source": ["rl", "rl", "base"]})
+    >>> response_rows(frame).sort("prompt_id").rows()
+    [('rl', 'a', 0, 2), ('base', 'b', 0, 1)]
+    """
+    lazy = with_source(frame).lazy()
+    return collect(lazy.group_by(SOURCE, *_KEY).agg(pl.len().cast(pl.Int64).alias("rows")))
+
+
 def population(
     frame: Frame,
     section: str,
     wanted: str | None = None,
     roles: Mapping[str, str | None] | None = None,
+    *,
+    responses: pl.DataFrame | None = None,
 ) -> tuple[Frame, Population]:
     """`frame` filtered to a section's population, and what that population is.
 
@@ -172,6 +187,7 @@ def population(
         section: `core`, `takeover` or `rast`.
         wanted: a role (`base`, `rl`), a source value, or `all`; default: the paper's.
         roles: the table's `sources` metadata (source value -> role).
+        responses: `response_rows(frame)`, when the caller has it (else computed here).
 
     Returns:
         (the rows of the population, a `Population`).
@@ -195,9 +211,8 @@ def population(
     paper = PAPER_POPULATIONS[section]  # type: ignore[index]
     explicit = wanted is not None
     wanted = paper if wanted is None else wanted
-    lazy = with_source(frame).lazy()
-    present = collect(lazy.select(pl.col(SOURCE).unique()))[SOURCE].to_list()
-    values = sorted(v for v in present if v is not None)
+    responses = response_rows(frame) if responses is None else responses
+    values = sorted(v for v in responses[SOURCE].unique().to_list() if v is not None)
     if wanted == ALL:
         chosen = values
     elif wanted in ROLES:
@@ -213,12 +228,11 @@ def population(
     fallback = not chosen
     rows = frame if fallback or wanted == ALL else frame.filter(pl.col(SOURCE).is_in(chosen))
     used = values if fallback else chosen
-    # Streaming: one row per response at most, never the table's rows.
-    counts = collect(
-        rows.lazy()
-        .group_by(*_KEY)
-        .agg(pl.len().alias("rows"))
-        .select(pl.len().alias("responses"), pl.col("rows").sum().alias("tokens"))
+    mine = (
+        responses if fallback or wanted == ALL else responses.filter(pl.col(SOURCE).is_in(chosen))
+    )
+    counts = mine.select(
+        pl.struct(*_KEY).n_unique().alias("responses"), pl.col("rows").sum().alias("tokens")
     ).row(0, named=True)
     n_responses, n_tokens = int(counts["responses"]), int(counts["tokens"] or 0)
     used_roles = {role_of(v, roles) for v in used}
@@ -287,6 +301,7 @@ __all__ = [
     "companion_population",
     "parse_populations",
     "population",
+    "response_rows",
     "role_of",
     "with_source",
 ]

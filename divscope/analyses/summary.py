@@ -41,7 +41,7 @@ from typing import Annotated, Any
 import polars as pl
 
 from divscope.analyses._frames import Frame, checked_lazy
-from divscope.analyses._streaming import collect, memory_cap
+from divscope.analyses._streaming import memory_cap
 from divscope.analyses.coverage import COVERAGE_COLUMNS, PathCoverage, path_coverage
 from divscope.analyses.cross_sample_report import CrossSampleReport, cross_sample_report
 from divscope.analyses.difficulty import DIFFICULTY_THRESHOLDS, Difficulty, by_difficulty
@@ -63,6 +63,7 @@ from divscope.analyses.populations import (
     companion_population,
     parse_populations,
     population,
+    response_rows,
     with_source,
 )
 from divscope.analyses.position import early_density, positional_profile
@@ -328,9 +329,12 @@ def section_populations(
     frame: Frame,
     metrics: Metrics,
     roles: Mapping[str, str | None] | None = None,
+    *,
+    responses: pl.DataFrame | None = None,
 ) -> tuple[dict[str, Frame], dict[str, Population]]:
     """Each section's rows of `frame` and what they are (`populations.population`): the paper's
-    population, or `metrics.population`'s. A LazyFrame gives LazyFrames, filtered lazily.
+    population, or `metrics.population`'s. A LazyFrame gives LazyFrames, filtered lazily;
+    `responses` (`response_rows(frame)`) saves the pass that counts them.
 
     >>> frame = pl.DataFrame({"prompt_id": ["a", "b"], "sample_id": [0, 0],
     ...     "source": ["base", "rl"]})
@@ -340,9 +344,10 @@ def section_populations(
     """
     frames: dict[str, Frame] = {}
     used: dict[str, Population] = {}
+    responses = response_rows(frame) if responses is None else responses
     for section in SECTIONS:
         frames[section], used[section] = population(
-            frame, section, metrics.population_of(section), roles
+            frame, section, metrics.population_of(section), roles, responses=responses
         )
     return frames, used
 
@@ -494,18 +499,15 @@ def _summary(
     lazy = with_source(checked_lazy(tokens, columns, what="summary"))
     # Every analysis scans the table lazily with bounded memory: nothing here holds its rows.
     frame = lazy.select(list(dict.fromkeys([*columns, "source"])))
-    frames, populations = section_populations(frame, metrics, roles.tokens)
+    responses = response_rows(frame)  # one streaming pass: rows per response and source
+    frames, populations = section_populations(frame, metrics, roles.tokens, responses=responses)
     thresholds, rescaled = core_thresholds(frames["core"], core, rescale=metrics.rescale_thresholds)
     # The difficulty shares' JS thresholds, carried to the core metric as the core section's.
     carried = {t: t for t in DIFFICULTY_THRESHOLDS} | {m.threshold: m.value for m in rescaled or ()}
-    counts = collect(
-        frame.group_by("prompt_id", "sample_id")
-        .agg(pl.len().alias("rows"))
-        .select(
-            pl.col("rows").sum().alias("tokens"),
-            pl.len().alias("responses"),
-            pl.col("prompt_id").n_unique().alias("prompts"),
-        )
+    counts = responses.select(
+        pl.col("rows").sum().alias("tokens"),
+        pl.struct("prompt_id", "sample_id").n_unique().alias("responses"),
+        pl.col("prompt_id").n_unique().alias("prompts"),
     ).row(0, named=True)
     report = None
     if cross_sample is not None:

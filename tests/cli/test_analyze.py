@@ -257,3 +257,24 @@ def test_analyze_by_difficulty_recovery_from_the_base_control(tokens, tmp_path):
         assert f"Recovery, {level} prompts:" in result.output
     recovery = json.loads(out.read_text())["difficulty"]["recovery"]
     assert {(row["difficulty"], row["policy"]) for row in recovery} >= {("easy", "forward")}
+
+
+def test_max_memory_bounds_the_analyses_and_leaves_the_numbers(tokens, tmp_path, monkeypatch):
+    from divscope.analyses import _streaming
+
+    limits = []
+    value_limit = _streaming.value_limit
+    # Record the value limit each out-of-core statistic runs under (the cap is applied inside).
+    monkeypatch.setattr(
+        _streaming, "value_limit", lambda: limits.append(value_limit()) or limits[-1]
+    )
+    plain = run(tokens, "--out", tmp_path / "plain.json", "--n-boot", "10")
+    capped = run(
+        tokens, "--out", tmp_path / "capped.json", "--n-boot", "10", "--max-memory", "8MiB"
+    )
+    assert plain.exit_code == 0 and capped.exit_code == 0, capped.output
+    assert set(limits) == {_streaming.DEFAULT_VALUE_LIMIT, (8 << 20) // _streaming.BYTES_PER_VALUE}
+    documents = [json.loads((tmp_path / f"{n}.json").read_text()) for n in ("plain", "capped")]
+    assert documents[0] == documents[1]
+    bad = run(tokens, "--out", tmp_path / "bad.json", "--max-memory", "lots")
+    assert bad.exit_code != 0 and "--max-memory 'lots'" in bad.output
