@@ -391,7 +391,10 @@ def top_rows(lazy: pl.LazyFrame, column: str, count: int) -> pl.LazyFrame:
         return present.head(0)
     (threshold,) = order_statistics(present, column, [count - 1], descending=True)
     value = pl.col(column)
-    above = collect(present.select((value > threshold).sum())).item()
+    counts = present.select((value > threshold).sum().alias("a"), (value == threshold).sum())
+    above, tied = collect(counts).row(0)
+    if above + tied == count:  # every tied row belongs: no row order needed
+        return present.filter(value >= threshold)
     indexed = present.with_row_index("_row")
     (last,) = order_statistics(indexed.filter(value == threshold), "_row", [count - above - 1])
     chosen = (value > threshold) | ((value == threshold) & (pl.col("_row") <= last))
@@ -534,18 +537,24 @@ def sorted_blocks(
                 ranges.append(slot)
         pending = _refine(values, big, lambda s: True) if big else []
     ranges.sort(key=lambda s: s.below, reverse=descending)
+
+    def read(batch: list[_Slot]) -> np.ndarray:
+        # Consecutive slots: the values between the lowest low and the highest high.
+        low, high = (batch[-1], batch[0]) if descending else (batch[0], batch[-1])
+        block = np.sort(collect(values.filter(pl.col(_V).is_between(low.lo, high.hi)))[_V])
+        return block[::-1] if descending else block
+
     batch: list[_Slot] = []
-    for slot in [*ranges, None]:
-        if slot is None or (batch and sum(s.count for s in batch) + slot.count > limit):
-            if batch:
-                inside = pl.any_horizontal([s.holds() for s in batch])
-                block = np.sort(collect(values.filter(inside))[_V].to_numpy())
-                yield block[::-1] if descending else block
+    for slot in ranges:
+        # One repeated value (or NaN) too many to read at once: no need to read it.
+        repeated = slot.count > limit or math.isnan(slot.lo)
+        if batch and (repeated or sum(s.count for s in batch) + slot.count > limit):
+            yield read(batch)
             batch = []
-        if slot is None:
-            break
-        if slot.count > limit:  # one repeated value (or NaN): no need to read it
+        if repeated:
             for start in range(0, slot.count, limit):
                 yield np.full(min(limit, slot.count - start), slot.lo)
         else:
             batch.append(slot)
+    if batch:
+        yield read(batch)

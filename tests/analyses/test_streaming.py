@@ -207,3 +207,14 @@ def test_top_rows_are_a_stable_sorts_first_rows(count, limit):
     order = np.argsort(-present["x"].to_numpy(), kind="stable")
     expected = np.sort(present["id"].to_numpy()[order[:count]]).tolist()
     assert collect(top_rows(frame.lazy(), "x", count))["id"].to_list() == expected
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_sorted_blocks_put_a_few_nan_last_across_blocks(monkeypatch, descending):
+    monkeypatch.setattr(_streaming, "_value_limit", 3)
+    values = [0.5, math.nan, 0.1, 0.7, 0.2, math.nan, 0.3, 0.3, 0.9, 0.0]
+    blocks = np.concatenate(
+        list(sorted_blocks(pl.LazyFrame({"x": values}), "x", descending=descending))
+    )
+    expected = np.sort(values)[::-1] if descending else np.sort(values)
+    np.testing.assert_array_equal(blocks, expected)  # NaN equal to NaN, in place
