@@ -31,7 +31,8 @@ def evolution(
     |H_step ∩ H_final| / |H_step ∪ H_final| compares the sets of (prompt_id, sample_id,
     position) keys with the final step's. Where it scores others (a monitor that samples the
     current policy at each step), positions of different responses do not correspond: the
-    overlap is null and `same_trajectories` false.
+    overlap is null and `same_trajectories` false. Out of core: the key sets are compared in
+    hash buckets of bounded size (`_key_overlap`).
 
     Args:
         tables: training step -> token table of that checkpoint.

@@ -48,6 +48,11 @@ class FailureAUROC:
 def response_scores(tokens: Frame, metric: str = "js", *, top_n: int = 100) -> pl.DataFrame:
     """Per response: the mean of its `top_n` largest `metric` and `entropy_base` values.
 
+    Out of core: the table is read in batches, each cut to its `top_n` largest values per
+    response, and the partial lists merged, so memory holds O(responses · top_n) values, never
+    the rows. The means are summed in float64 and rounded as polars' own (Float32 for a Float32
+    column).
+
     Args:
         tokens: a token table with the response key, `entropy_base` and `correct`.
         metric: the divergence column.
@@ -87,9 +92,9 @@ def response_scores(tokens: Frame, metric: str = "js", *, top_n: int = 100) -> p
     selected = lazy.select(required)
     merged = pl.DataFrame(schema=selected.collect_schema()).group_by(key).agg(largest(False))
     pending: list[pl.DataFrame] = []
-    for batch in selected.collect_batches(chunk_size=min(1 << 20, value_limit())):
+    for batch in selected.collect_batches(chunk_size=min(1 << 17, value_limit())):
         pending.append(batch.group_by(key, maintain_order=True).agg(largest(False)))
-        if sum(part.height for part in pending) > max(merged.height, value_limit() >> 8):
+        if sum(part.height for part in pending) > max(merged.height, value_limit() >> 12):
             merged = _merge([merged, *pending], key, largest(True))
             pending = []
     # Means as polars' own of a Float32 column: summed in float64, rounded to Float32.

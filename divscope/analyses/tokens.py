@@ -15,7 +15,7 @@ from pathlib import Path
 import polars as pl
 
 from divscope.analyses._frames import DEFAULT_PERCENTILES, Frame, checked_lazy, top_count
-from divscope.analyses._streaming import collect, order_statistics
+from divscope.analyses._streaming import collect, top_rows
 from divscope.analyses.distribution import DEFAULT_SPARSITY_THRESHOLDS, Sparsity, sparsity
 from divscope.errors import DivscopeError
 
@@ -167,11 +167,9 @@ def planning_enrichment(
 ) -> PlanningEnrichment:
     """Share of planning words among the top `top_share` most divergent tokens vs all tokens.
 
-    The top tokens are the ⌈top_share · n⌉ with the largest `metric`; where values tie at the
-    cut, the first tied rows of the table are taken (the rule of `early_density`, so both
-    analyses see one set of tokens). Out of core on a LazyFrame: the cut and the last tied row
-    taken are exact order statistics (`order_statistics`), and only counts per distinct token
-    string are held.
+    The top tokens are the ⌈top_share · n⌉ with the largest `metric` (`top_rows`: ties at the
+    cut to the first rows of the table, as in `early_density`, so both see one set of tokens).
+    Out of core on a LazyFrame: only counts per distinct token string are held.
 
     Args:
         tokens: a token table with `token`.
@@ -203,17 +201,8 @@ def planning_enrichment(
     n = int(counts["count"].sum())
     planning_all = int(planning["count"].sum())
     n_top = top_count(n, top_share)
-    planning_top = 0
-    if n_top:
-        # The n_top-th largest value, and the rows tied at it that still belong to the top: the
-        # first ones of the table (as `early_density` takes them).
-        (cut,) = order_statistics(lazy, metric, [n_top - 1], descending=True)
-        value, rows = pl.col(metric), lazy.with_row_index("row")
-        above = collect(lazy.select((value > cut).sum())).item()
-        (last,) = order_statistics(rows.filter(value == cut), "row", [n_top - above - 1])
-        top = (value > cut) | ((value == cut) & (pl.col("row") <= last))
-        is_planning = pl.col("token").is_in(planning["token"].implode())
-        planning_top = collect(rows.select((top & is_planning).sum())).item()
+    is_planning = pl.col("token").is_in(planning["token"].implode())
+    planning_top = collect(top_rows(lazy, metric, n_top).select(is_planning.sum())).item()
     share_top = planning_top / n_top if n_top else float("nan")
     share_all = planning_all / n if n else float("nan")
     return PlanningEnrichment(
