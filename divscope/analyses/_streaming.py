@@ -192,32 +192,43 @@ def _refine(values: pl.LazyFrame, slots: list[_Slot], keep) -> list[_Slot]:
     return out
 
 
-def _first_slots(values: pl.LazyFrame) -> dict[Hashable, list[_Slot]]:
+def _first_slots(values: pl.LazyFrame, *, grouped: bool) -> dict[Hashable, list[_Slot]]:
     """Per group, its values as slots (ranks empty): one slot [min, max] of the numbers (and
-    one of the NaN); a group of more than `value_limit()` numbers cut along its log buckets
-    (one more pass), unless they overlap."""
+    one of the NaN); a group of more than `value_limit()` numbers cut along its log buckets,
+    unless they overlap.
+
+    Ungrouped, one pass of plain aggregations gives the count, NaN count, min and max; the log
+    histogram follows when the numbers do not fit. Grouped, the log histogram per group and
+    bucket gives all of it in one pass (polars' streaming group-by holds only its groups
+    there, where a group-by on the group alone with these aggregations held the column)."""
     v = pl.col(_V)
-    number = v.filter(v.is_not_nan())
-    stats = collect(
-        values.group_by(_G).agg(
-            pl.len().alias("n"), v.is_nan().sum().alias("nan"), number.min().alias("lo"),
-            number.max().alias("hi"),
-        )
-    )  # fmt: skip
+    limit = value_limit()
+    if not grouped:
+        # Polars' min and max skip NaN.
+        aggregates = [v.is_nan().sum().alias("nan"), v.min().alias("lo"), v.max().alias("hi")]
+        n, nan, lo, hi = collect(values.select(pl.len().alias("n"), *aggregates)).row(0)
+        table = None
+        if n - nan > limit:
+            table = _histogram(values.filter(v.is_not_nan()), None)
+        stats = {0: (n, nan, lo, hi, table)} if n else {}
+    else:
+        histogram = _histogram(values, None)
+        stats = {}
+        for part in histogram.partition_by(_G, maintain_order=True):
+            numbers = part.filter(pl.col(_B) != _NAN_BUCKET)
+            n, nan = int(part["n"].sum()), int(part["n"].sum() - numbers["n"].sum())
+            lo, hi = numbers["lo"].min(), numbers["hi"].max()
+            stats[part[_G][0]] = (n, nan, lo, hi, numbers)
     slots: dict[Hashable, list[_Slot]] = {}
-    for group, n, nan, lo, hi in stats.iter_rows():
+    for group, (n, nan, lo, hi, table) in stats.items():
         finite = int(n) - int(nan)
         slots[group] = [_Slot(group, lo, hi, 0, finite, whole=True)] if finite else []
-        if nan:
-            slots[group].append(_Slot(group, math.nan, math.nan, finite, int(nan)))
-    big = [g for g, parts in slots.items() if parts and parts[0].count > value_limit()]
-    if big:
-        table = _histogram(values.filter(pl.col(_G).is_in(big) & v.is_not_nan()), None)
-        for part in table.partition_by(_G, maintain_order=True):
-            group = part[_G][0]
-            split = _split(slots[group][0], part)
+        if finite > limit and table is not None:
+            split = _split(slots[group][0], table)
             if split is not None:
                 slots[group][:1] = split
+        if nan:
+            slots[group].append(_Slot(group, math.nan, math.nan, finite, int(nan)))
     return slots
 
 
@@ -299,7 +310,7 @@ def _ranked(
     rows = collect(values.head(limit + 1))
     if rows.height > limit:
         del rows
-        slots = _first_slots(values)
+        slots = _first_slots(values, grouped=grouped)
         counts = _group_counts(slots)
         return counts, _select(values, slots, wanted(counts))
     everything = rows[_V].to_numpy()
@@ -527,7 +538,7 @@ def sorted_blocks(
         return
     del rows
     ranges: list[_Slot] = []
-    pending = _first_slots(values).get(0, [])
+    pending = _first_slots(values, grouped=False).get(0, [])
     while pending:
         big = []
         for slot in pending:
