@@ -58,7 +58,12 @@ SECTIONS: dict[Section, str] = {
 """Each section's heading in `index.md`, in the order it lists them."""
 FORMATS: tuple[str, ...] = ("png", "pdf", "svg")
 PNG_DPI = 200
-SAMPLE_NOTE = "fitted on at most {n:,} tokens per group, drawn at random with seed {seed}"
+SAMPLE_NOTE = (
+    "fitted on a uniform sample of at most {n:,} tokens per group, drawn at random with seed "
+    "{seed} (the dashed medians are of every token)"
+)
+"""How the KDEs of per-token values are drawn: a bounded sample (`analyses.sample_rows`), so
+that memory does not grow with the table."""
 
 
 @dataclass(frozen=True)
@@ -318,7 +323,8 @@ FIGURES: dict[str, FigureSpec] = {
         _table_figure(
             "tail_promotion", "tokens", "core",
             "Base probability of the RL top-1 token at divergent positions (Fig. 10a/b); panel (b) "
-            "shows at most {points:,} positions drawn at random with seed {seed}.",
+            "shows a uniform sample of at most {points:,} positions drawn at random with seed "
+            "{seed} (panel (a) counts every position).",
             figures.tail_promotion, js=("threshold",), max_samples="max_points",
             seed="recovery.seed",
         ),

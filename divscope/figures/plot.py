@@ -9,6 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated
 
+import polars as pl
+
+from divscope.analyses._streaming import collect, memory_cap
 from divscope.analyses.populations import with_source
 from divscope.analyses.study import Study
 from divscope.analyses.summary import Metrics
@@ -56,12 +59,16 @@ def plot(
     side-by-side figures too. Figures that show raw values (KDEs, scatter) draw a seeded random
     sample and say so.
 
-    File to file: the token table's needed columns are read once into memory; the other tables
-    are scanned lazily by the analyses that use them. Each figure is drawn on its paper's metric
-    and population (see `divscope.figures.gallery`): the core paper's on `metrics.core_metric`
-    and the RL model's trajectories, the takeover paper's on `metrics.takeover_metric` and base
-    rollouts (`metrics.population` overrides; where a population is absent, on what is there,
-    said in the captions).
+    File to file: every table is scanned lazily (one file or a directory of parts) and each
+    figure's analyses read it with polars' streaming engine, holding aggregates, never the
+    table: memory stays flat in the number of rows. The figures that show raw values (the
+    entropy KDEs, the scatter of tail promotion) draw a seeded uniform sample of at most
+    `PlotInputs.max_samples` / `max_points` rows, and the token trajectory reads one response.
+    `metrics.max_memory` (--max-memory) caps what the analyses hold (`memory_cap`).
+    Each figure is drawn on its paper's metric and population (see `divscope.figures.gallery`):
+    the core paper's on `metrics.core_metric` and the RL model's trajectories, the takeover
+    paper's on `metrics.takeover_metric` and base rollouts (`metrics.population` overrides;
+    where a population is absent, on what is there, said in the captions).
 
     Args:
         study: the token table and what it is read with (`Study`; a path: the token table
@@ -111,9 +118,9 @@ def plot(
     core, takeover = metrics.sections
     columns = token_columns(core, takeover, *(["js"] if metrics.carried else []))
     tables = study.tables
-    frame = with_source(tables.tokens).select([*columns, "source"]).collect(engine="streaming")
+    tokens = with_source(tables.tokens).select([*columns, "source"])
     inputs = PlotInputs(
-        tokens=frame,
+        tokens=tokens,
         label=study.name,
         compare=tables.compare,
         evolution=tables.evolution,
@@ -124,21 +131,23 @@ def plot(
         roles=tables.roles,
     )
     inputs.population("core")  # a --population naming what the table lacks fails here
+    n_tokens = collect(tokens.select(pl.len())).item()
     steps = study.steps
     last = " (the last training step's)" if steps and study.tokens == steps[max(steps)] else ""
     description = (
-        f"Token table `{study.tokens}`{last}: {frame.height:,} tokens; the core paper's figures on "
+        f"Token table `{study.tokens}`{last}: {n_tokens:,} tokens; the core paper's figures on "
         f"`{core}`"
         + (" (JS thresholds carried at equal quantiles)" if metrics.carried else "")
         + f", the takeover paper's on `{takeover}`; seed {recovery.seed}."
         + (f" Cross-sample results `{study.cross_sample}`." if study.cross_sample else "")
     )
-    return write_figures(
-        inputs,
-        out.path,
-        names=names,
-        formats=formats,
-        overwrite=out.overwrite,
-        description=description,
-        on_figure=on_figure,
-    )
+    with memory_cap(metrics.max_memory):
+        return write_figures(
+            inputs,
+            out.path,
+            names=names,
+            formats=formats,
+            overwrite=out.overwrite,
+            description=description,
+            on_figure=on_figure,
+        )

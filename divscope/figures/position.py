@@ -15,6 +15,7 @@ from matplotlib.transforms import ScaledTranslation
 
 from divscope import analyses
 from divscope.analyses._frames import Frame, checked_lazy
+from divscope.analyses._streaming import collect
 from divscope.errors import DivscopeError
 from divscope.figures.style import (
     BLACK,
@@ -206,8 +207,8 @@ def token_trajectory(
     response = (
         lazy.filter((pl.col("prompt_id") == prompt_id) & (pl.col("sample_id") == sample_id))
         .select("position", "n_tokens", "token", metric)
+        .pipe(collect)
         .sort("position")
-        .collect()
     )
     if response.is_empty():
         raise DivscopeError(

@@ -3,8 +3,10 @@
 `viewer_document` is pure (a token table in, a dict out): it ranks the responses by their
 largest `js`, keeps the most divergent half of `responses` and fills the rest with a seeded
 random sample of the others, and stores each chosen response's tokens column by column, every
-text once in a shared `strings` table. `embed_json` writes the document so that it can sit
-inside `<script type="application/json">` whatever its tokens hold.
+text once in a shared `strings` table. Given a LazyFrame it holds one row per response and the
+chosen responses' tokens, never the table: the ranking is one streaming aggregation and the
+chosen rows are selected by a streaming semi-join. `embed_json` writes the document so that it
+can sit inside `<script type="application/json">` whatever its tokens hold.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 import polars as pl
 
 from divscope.analyses._frames import Frame
+from divscope.analyses._streaming import collect
 from divscope.errors import DivscopeError
 
 VERSION = 1
@@ -70,7 +73,7 @@ def thresholds(tokens: Frame) -> dict[str, float]:
     from divscope.analyses import matched_thresholds
 
     lazy = tokens.lazy()
-    n_high = lazy.select((pl.col("js") > HIGH_JS).sum()).collect().item()
+    n_high = collect(lazy.select((pl.col("js") > HIGH_JS).sum())).item()
     values: dict[str, float] = {"js": HIGH_JS}
     for column in COLOUR_COLUMNS[1:]:
         if not n_high:
@@ -87,8 +90,9 @@ def thresholds(tokens: Frame) -> dict[str, float]:
 
 def response_stats(tokens: Frame) -> pl.DataFrame:
     """One row per response: `prompt_id`, `sample_id`, `correct`, `n_tokens`, `mean_js`,
-    `max_js`, `n_high` (tokens with js > 0.1), most divergent first (ties in key order)."""
-    return (
+    `max_js`, `n_high` (tokens with js > 0.1), most divergent first (ties in key order); one
+    streaming pass, memory in the number of responses."""
+    stats = (
         tokens.lazy()
         .group_by(_KEY)
         .agg(
@@ -98,9 +102,8 @@ def response_stats(tokens: Frame) -> pl.DataFrame:
             pl.col("js").max().alias("max_js"),
             (pl.col("js") > HIGH_JS).sum().alias("n_high"),
         )
-        .sort(["max_js", *_KEY], descending=[True, False, False], nulls_last=True)
-        .collect()
     )
+    return collect(stats).sort(["max_js", *_KEY], descending=[True, False, False], nulls_last=True)
 
 
 def select_responses(stats: pl.DataFrame, responses: int, seed: int) -> pl.DataFrame:
@@ -168,12 +171,10 @@ def viewer_document(
     lazy = checked_lazy(tokens, list(VIEWER_COLUMNS), what="the report's token viewer")
     stats = response_stats(lazy)
     chosen = select_responses(stats, responses, seed)
-    rows = (
-        lazy.select(VIEWER_COLUMNS)
-        .join(chosen.lazy().select(_KEY), on=_KEY, how="semi")
-        .sort([*_KEY, "position"])
-        .collect()
-    )
+    # Only the chosen responses' rows are read (a streaming semi-join), then sorted in memory.
+    rows = collect(
+        lazy.select(VIEWER_COLUMNS).join(chosen.lazy().select(_KEY), on=_KEY, how="semi")
+    ).sort([*_KEY, "position"])
     by_key = {key: frame for key, frame in rows.group_by(_KEY, maintain_order=True)}
     strings = _Strings()
     decoded: dict[int, str] = {}

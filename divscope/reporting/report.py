@@ -136,7 +136,10 @@ def report(
     The summary is `divscope analyze`'s and the figures `divscope plot`'s for the same study,
     metrics and recovery (PNG embedded); the viewer holds the most divergent half of the
     responses (largest `js`) and a random sample of the others drawn with the recovery's seed.
-    Nothing in it refers to a URL: it opens offline from disk.
+    Nothing in it refers to a URL: it opens offline from disk. The token table is scanned
+    lazily, never read whole: the summary, the figures and the viewer stream it (the viewer
+    reads only its responses' rows), so memory stays flat in the number of rows and under
+    --max-memory (`metrics.max_memory`).
 
     Args:
         study: the token table and what it is read with (`Study`; a path: the token table
@@ -169,6 +172,7 @@ def report(
         (4, 'report.html')
         >>> tmp.cleanup()
     """
+    from divscope.analyses._streaming import memory_cap
     from divscope.analyses.populations import with_source
     from divscope.analyses.summary import summary
     from divscope.figures.gallery import PlotInputs, token_columns
@@ -186,10 +190,11 @@ def report(
     metric_columns = token_columns(core, takeover, *(["js"] if metrics.carried else []))
     columns = list(dict.fromkeys([*metric_columns, *data.VIEWER_COLUMNS]))
     tables = study.tables
-    frame = with_source(tables.tokens).select([*columns, "source"]).collect(engine="streaming")
+    # Scanned, never read whole: every analysis, figure and the viewer stream it.
+    table = with_source(tables.tokens).select([*columns, "source"])
     label = study.name
     result = summary(
-        frame,
+        table,
         metrics,
         recovery,
         label=label,
@@ -199,7 +204,7 @@ def report(
         roles=tables.roles,
     )
     inputs = PlotInputs(
-        tokens=frame,
+        tokens=table,
         label=label,
         compare=tables.compare,
         evolution=tables.evolution,
@@ -215,8 +220,9 @@ def report(
             f"figure {name}" + ("" if reason is None else f": skipped, {reason}"), enabled=progress
         )
 
-    figures, skipped = draw_figures(inputs, on_figure=drawn)
-    document = data.viewer_document(frame, responses=responses, seed=seed, decode=decode)
+    with memory_cap(metrics.max_memory):
+        figures, skipped = draw_figures(inputs, on_figure=drawn)
+        document = data.viewer_document(table, responses=responses, seed=seed, decode=decode)
     cross_sample = study.cross_sample
     listed = {"token table": str(tokens)}
     listed |= {"cross-sample results": str(cross_sample)} if cross_sample is not None else {}

@@ -136,3 +136,29 @@ def test_lab_report_decodes_the_top1_tokens(tmp_path):
     texts = {doc["strings"][i] for r in doc["responses"] for i in r["top1_rl"]}
     assert texts and not any(t.startswith("id ") for t in texts)
     assert "Top-1 tokens are shown as ids" not in html
+
+
+def test_report_of_parts_is_the_report_of_the_table_in_memory(lab_head_tokens_path, tmp_path):
+    """`report` scans the table lazily: of the lab's table as one file or as parts that cut
+    responses in two, the same page (but for the path and the time); its summary and token
+    viewer are those computed from the table in memory."""
+    from divscope.analyses.summary import summary
+    from divscope.io import read_token_table
+    from divscope.reporting import data
+    from divscope.reporting.report import decoder
+    from tests.figures.test_out_of_core import write_parts
+
+    parts = write_parts(lab_head_tokens_path, tmp_path / "tokens")
+    recovery = Recovery(n_boot=20)
+    pages = {}
+    for path in (lab_head_tokens_path, parts):
+        out = tmp_path / f"{path.name}.html"
+        divscope.report(path, out, recovery=recovery, responses=4, progress=False)
+        html = out.read_text("utf-8").replace(str(path), "PATH")
+        pages[path] = re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", "", html)
+    assert pages[lab_head_tokens_path] == pages[parts]
+    frame = read_token_table(lab_head_tokens_path)
+    assert page.summary_html(summary(frame, recovery=recovery, label="tokens")) in pages[parts]
+    decode, _ = decoder(lab_head_tokens_path, None)
+    document = data.viewer_document(frame, responses=4, seed=recovery.seed, decode=decode)
+    assert embedded(pages[parts]) == json.loads(data.embed_json(document))
