@@ -116,12 +116,10 @@ def lowest() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         report = Path(scratch) / "report.json"
         # --isolated: the resolution is this file's, not the machine's (no site constraint file).
+        pip = [sys.executable, "-m", "pip", "--isolated", "--disable-pip-version-check"]
+        install = ["install", "--dry-run", "--quiet", "--ignore-installed", "--only-binary=:all:"]
         resolved = subprocess.run(
-            [sys.executable, "-m", "pip", "--isolated", "--disable-pip-version-check", "install",
-             "--dry-run", "--quiet",
-             "--ignore-installed", "--only-binary=:all:", "--report", str(report), *pins],
-            capture_output=True,
-            text=True,
+            [*pip, *install, "--report", str(report), *pins], capture_output=True, text=True
         )
         if resolved.returncode != 0:
             sys.exit(
@@ -138,10 +136,8 @@ def lowest() -> None:
         ),
         end="",
     )
-    versions = {
-        normalized(item["metadata"]["name"]): (item["metadata"]["name"], item["metadata"]["version"])
-        for item in installs
-    }
+    metadata = [item["metadata"] for item in installs]
+    versions = {normalized(m["name"]): (m["name"], m["version"]) for m in metadata}
     for key, (name, version) in sorted(versions.items()):
         if key == "torch" or not (hardware_specific(key) or key in LEFT_OUT):
             print(f"{name}=={version}")
@@ -161,6 +157,7 @@ def stale(path: str) -> int:
 
 def same_version(pinned: str | None, bound: str) -> bool:
     """`2.6` and `2.6.0` are one version (trailing zeros do not count)."""
+
     def release(version: str) -> list[str]:
         parts = version.split(".")
         while len(parts) > 1 and parts[-1] == "0":
