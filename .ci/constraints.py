@@ -11,8 +11,9 @@ constraints-lowest.txt from pyproject.toml's lower bounds.
     python .ci/constraints.py stale FILE     exit 1 (naming them) if FILE does not pin every
                                              dependency at pyproject.toml's lower bound
 
-Left out: torch, triton and nvidia-* (hardware-specific; the README's commands pin torch), pip (the
-installer, not a dependency) and divscope itself; setuptools stays (torch needs it at run time).
+Left out: torch, triton and nvidia-* (hardware-specific; the README's commands pin torch; `lowest`
+pins torch, at its lower bound), pip (the installer, not a dependency) and divscope itself;
+setuptools stays (torch needs it at run time).
 Standard library only, so that any fresh environment can run it.
 """
 
@@ -124,7 +125,7 @@ def lowest() -> None:
         if resolved.returncode != 0:
             sys.exit(
                 f"pip cannot install pyproject.toml's lower bounds together ({' '.join(pins)}):\n"
-                f"{resolved.stderr.strip()}\nraise the bound it names."
+                f"{resolved.stderr.strip()}\nmove the bounds it names so that they fit together."
             )
         installs = json.loads(report.read_text(encoding="utf-8"))["install"]
     print(
