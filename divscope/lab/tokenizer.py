@@ -8,7 +8,9 @@ so tokenizing a prompt and a response separately gives the ids of their concaten
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
@@ -16,6 +18,11 @@ from transformers import PreTrainedTokenizerFast
 from divscope.lab.task import TaskConfig, corpus_solution, sample_problem, teacher_solution
 
 EOS, PAD = "<|endoftext|>", "<|pad|>"
+
+PORTABLE_CLASS = "PreTrainedTokenizerFast"
+"""The tokenizer class `save_tokenizer` names: every supported transformers loads it (4.x by this
+name, 5.x as an alias of `TokenizersBackend`, the name 5.x's `save_pretrained` writes and 4.x
+does not know)."""
 
 
 def training_texts(config: TaskConfig, n_problems: int, seed: int) -> list[str]:
@@ -58,3 +65,37 @@ def build_tokenizer(
         model_max_length=512,
         clean_up_tokenization_spaces=False,
     )
+
+
+def save_tokenizer(tokenizer: PreTrainedTokenizerFast, path: str | Path) -> None:
+    """Write `tokenizer.json` and a `tokenizer_config.json` naming `PORTABLE_CLASS` into `path`:
+    the same two files, and the same token ids, whichever transformers release writes or reads
+    them (`save_pretrained` writes the class name and files of the installed release).
+
+    Args:
+        tokenizer: a fast tokenizer with EOS and PAD tokens (`build_tokenizer`).
+        path: the directory (created if missing).
+
+    >>> import tempfile
+    >>> from transformers import AutoTokenizer
+    >>> from divscope.lab.task import TaskConfig
+    >>> tokenizer = build_tokenizer(TaskConfig(), vocab_size=300, n_problems=50)
+    >>> with tempfile.TemporaryDirectory() as path:
+    ...     save_tokenizer(tokenizer, path)
+    ...     loaded = AutoTokenizer.from_pretrained(path)
+    ...     sorted(p.name for p in Path(path).iterdir())
+    ['tokenizer.json', 'tokenizer_config.json']
+    >>> loaded.encode(" 14 - 4 = 10.") == tokenizer.encode(" 14 - 4 = 10.")
+    True
+    """
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    tokenizer.backend_tokenizer.save(str(path / "tokenizer.json"))
+    config = {
+        "clean_up_tokenization_spaces": False,
+        "eos_token": tokenizer.eos_token,
+        "model_max_length": tokenizer.model_max_length,
+        "pad_token": tokenizer.pad_token,
+        "tokenizer_class": PORTABLE_CLASS,
+    }
+    (path / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")

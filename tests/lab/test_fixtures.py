@@ -12,7 +12,7 @@ from divscope.grading import get_grader
 from divscope.lab.grpo import GRPOConfig
 from divscope.lab.sampling import generate
 from divscope.lab.task import PLAN_SENTENCES
-from divscope.lab.tokenizer import EOS, PAD
+from divscope.lab.tokenizer import EOS, PAD, PORTABLE_CLASS, save_tokenizer
 
 LAB = Path(__file__).resolve().parents[2] / "fixtures" / "lab"
 MODELS = sorted(p.name for p in LAB.iterdir() if (p / "config.json").exists())
@@ -37,6 +37,17 @@ def test_every_model_dir_carries_the_same_tokenizer():
     for name in TOKENIZER_FILES:
         digests = {hashlib.sha256((LAB / m / name).read_bytes()).hexdigest() for m in MODELS}
         assert len(digests) == 1, name
+
+
+def test_the_tokenizer_is_saved_in_the_form_every_supported_transformers_reads(tmp_path):
+    # transformers 5's save_pretrained names `TokenizersBackend`, which 4.x cannot load; the
+    # lab writes `PreTrainedTokenizerFast` (save_tokenizer), and writes the committed files again
+    # byte for byte from the tokenizer they hold.
+    config = json.loads((LAB / "base" / "tokenizer_config.json").read_text())
+    assert config["tokenizer_class"] == PORTABLE_CLASS
+    save_tokenizer(AutoTokenizer.from_pretrained(LAB / "base", local_files_only=True), tmp_path)
+    for name in TOKENIZER_FILES:
+        assert (tmp_path / name).read_bytes() == (LAB / "base" / name).read_bytes(), name
 
 
 @pytest.mark.parametrize("name", MODELS)

