@@ -34,7 +34,7 @@ from divscope.progress import note
 from divscope.schema import CROSS_SAMPLE, TOKEN_TABLE_ARROW, require_columns
 from divscope.tables import (
     attach_ids,
-    part_files,
+    read_file,
     read_trajectories_arrow,
     token_table_files,
 )
@@ -49,26 +49,17 @@ def read_table(path: str | os.PathLike) -> pl.DataFrame:
     >>> read_table("fixtures/lab/prompts/eval.jsonl").height  # from the repository root
     256
     """
-    path = Path(path)
-    if not path.exists():
-        raise DivscopeError(f"{path}: no such file or directory.")
-    try:
-        if path.is_dir():
-            return pl.read_parquet(part_files(path))
-        if path.suffix in PARQUET_SUFFIXES:
-            return pl.read_parquet(path)
-        if path.suffix in JSONL_SUFFIXES:
-            frame = pl.read_ndjson(path, infer_schema_length=None)
-            return frame.select(_first_line_order(path, frame.columns))
-    except DivscopeError:
-        raise
-    except Exception as error:  # polars/pyarrow raise many types for corrupt input
-        reason = f"{type(error).__name__}: {error}"
-        raise DivscopeError(f"{path}: could not be read ({reason}).") from error
-    raise DivscopeError(
-        f"{path}: unknown file type {path.suffix!r}; use .parquet or .jsonl "
-        "(or a directory of part-*.parquet files)."
+    return read_file(
+        path,
+        parts=pl.read_parquet,
+        parquet=pl.read_parquet,
+        jsonl=_ndjson,
     )
+
+
+def _ndjson(path: Path) -> pl.DataFrame:
+    frame = pl.read_ndjson(path, infer_schema_length=None)
+    return frame.select(_first_line_order(path, frame.columns))
 
 
 def _first_line_order(path: Path, columns: list[str]) -> list[str]:

@@ -64,20 +64,38 @@ def read_arrow(path: str | os.PathLike) -> pa.Table:
     >>> read_arrow("fixtures/lab/prompts/eval.jsonl").num_rows  # from the repository root
     256
     """
+    return read_file(
+        path,
+        parts=lambda files: pa.concat_tables(
+            [large(pq.read_table(part)) for part in files], promote_options="permissive"
+        ),
+        parquet=lambda file: large(pq.read_table(file)),
+        jsonl=lambda file: large(pa_json.read_json(file)),
+    )
+
+
+def read_file(path: str | os.PathLike, *, parts, parquet, jsonl):
+    """Read `path` with the reader of its kind: `parts(files)` for a directory of Parquet parts,
+    `parquet(path)` or `jsonl(path)` by suffix; a missing path, an unknown suffix or a reader's
+    error raised as a `DivscopeError` naming the file (what every table reader shares).
+
+    >>> read_file("fixtures/lab/prompts/eval.jsonl", parts=None, parquet=None,
+    ...           jsonl=lambda file: file.name)
+    'eval.jsonl'
+    """
     path = Path(path)
     if not path.exists():
         raise DivscopeError(f"{path}: no such file or directory.")
     try:
         if path.is_dir():
-            parts = [large(pq.read_table(part)) for part in part_files(path)]
-            return pa.concat_tables(parts, promote_options="permissive")
+            return parts(part_files(path))
         if path.suffix in PARQUET_SUFFIXES:
-            return large(pq.read_table(path))
+            return parquet(path)
         if path.suffix in JSONL_SUFFIXES:
-            return large(pa_json.read_json(path))
+            return jsonl(path)
     except DivscopeError:
         raise
-    except Exception as error:  # pyarrow raises many types for corrupt input
+    except Exception as error:  # polars and pyarrow raise many types for corrupt input
         reason = f"{type(error).__name__}: {error}"
         raise DivscopeError(f"{path}: could not be read ({reason}).") from error
     raise DivscopeError(
