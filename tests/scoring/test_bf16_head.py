@@ -10,6 +10,8 @@ product rounded before the upcast (what divscope did before, `F.linear(...).floa
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pytest
 import torch
@@ -39,6 +41,19 @@ def bf16_pair():
             assert torch.equal(response_hidden(rl, s[:16], s[16:]), hidden[:48])
     tokens = torch.tensor([t for s in sequences for t in s[16:]])
     return base, rl, hidden, tokens
+
+
+README_HIDDEN = "c7db794b4fa95d91"
+"""The fingerprint of `bf16_pair`'s hidden states where the README's share (0.934 of tokens with
+js < 1e-3, `bench/bf16_head.py`) was measured: torch 2.13 on the CPU. Other torch releases' bf16
+kernels round the same model's hidden states otherwise (torch 2.6: another fingerprint, a share
+of 0.948), so the share is pinned only on those hidden states; every other check holds on all."""
+
+
+def fingerprint(tensor: torch.Tensor) -> str:
+    """The first 16 hex digits of the SHA-256 of a bf16 tensor's bits."""
+    bits = tensor.contiguous().view(torch.int16).numpy().tobytes()
+    return hashlib.sha256(bits).hexdigest()[:16]
 
 
 def _weights(*models) -> list[torch.Tensor]:
@@ -86,7 +101,9 @@ def test_bf16_statistics_match_float64_only_when_accumulated_in_float32(bf16_pai
     for column, reference in want.items():
         assert np.abs(after[column] - reference).max() < 1e-6, column  # float32 level
     share = {k: float((v["js"] < 1e-3).mean()) for k, v in (("after", after), ("ref", want))}
-    assert share["after"] == share["ref"] == pytest.approx(0.934, abs=0.01)
+    assert share["after"] == share["ref"]
+    if fingerprint(hidden) == README_HIDDEN:  # the README's number, on the model it measured
+        assert share["ref"] == pytest.approx(0.934, abs=0.01)
     # The bf16 rounding of the logits (up to 2^-5 near 18) swamps σ = 0.01 differences: js
     # errors of 0.03, a smaller share below 1e-3, medians several times too large.
     assert np.abs(before["js"] - want["js"]).max() > 0.01
