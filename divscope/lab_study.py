@@ -738,7 +738,7 @@ def _stages(paths: _Paths, family: _Lab, config: QuickstartConfig, progress: boo
             Grid(budgets=c.budgets, n=c.samples, grader=LAB_GRADER), progress=progress,
         )  # fmt: skip
         assert results is not None  # one process: the output is complete
-        return f"{results.height:,} responses"
+        return f"{results.num_rows:,} responses"
 
     @cache
     def study() -> Study:
