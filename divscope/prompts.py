@@ -155,3 +155,26 @@ def prompt_texts(frame: Any, prompt_ids: list[list[int]], tokenizer: Any) -> lis
     if PROMPT_TEXT in _columns(frame):
         return _column(frame, PROMPT_TEXT)
     return tokenizer.batch_decode(prompt_ids, skip_special_tokens=False)
+
+
+def template_messages(
+    messages: list[dict[str, str]], tokenizer: Any, *, system_prompt: str | None = None
+) -> tuple[str, list[int]]:
+    """One chat prompt through the tokenizer's chat template, as every command applies it:
+    `system_prompt` (when given and the messages have no system turn) first, then the
+    messages, then the assistant's generation prompt; the text and its ids (the templated text
+    carries its own special tokens, so none are added).
+
+    Raises:
+        DivscopeError: the tokenizer has no chat template.
+    """
+    if not getattr(tokenizer, "chat_template", None):
+        raise DivscopeError(
+            f"the tokenizer of {tokenizer.name_or_path!r} has no chat template; give already "
+            "templated prompts (a 'prompt' column) instead of chat messages."
+        )
+    turns = list(messages)
+    if system_prompt is not None and not any(m.get("role") == "system" for m in turns):
+        turns = [{"role": "system", "content": system_prompt}, *turns]
+    text = tokenizer.apply_chat_template(turns, add_generation_prompt=True, tokenize=False)
+    return text, tokenizer(text, add_special_tokens=False)["input_ids"]
