@@ -171,7 +171,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "engines",
         (
             "divscope.models", "divscope.scoring", "divscope.generation", "divscope.decoding",
-            "divscope.grading", "divscope.lab.task",
+            "divscope.grading", "divscope.lab.task", "divscope.readers",
         ),
     ),
     ("analyses", ("divscope.analyses",)),

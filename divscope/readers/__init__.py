@@ -80,9 +80,45 @@ def format_module(name: str):
     return importlib.import_module(f"divscope.readers.{module}")
 
 
+def truth(values: pa.Array | pa.ChunkedArray, column: str, source: str) -> pa.Array:
+    """A file's reward or metric column as `correct`: booleans as they are, numbers as
+    `value > 0` (verl's and TRL's rewards are 1/0 or 1/-1; lm-eval's and lighteval's metrics 1/0),
+    `"true"`/`"false"` strings as booleans; nulls stay null (ungraded).
+
+    >>> truth(pa.array([1.0, 0.0, -1.0, None]), "score", "0.jsonl").to_pylist()
+    [True, False, False, None]
+    >>> truth(pa.array(["True", "false"]), "acc", "0.jsonl").to_pylist()
+    [True, False]
+
+    Raises:
+        DivscopeError: the column holds anything else (names the file, column and a value).
+    """
+    import pyarrow.compute as pc
+
+    from ..errors import DivscopeError
+
+    values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    kind = values.type
+    if pa.types.is_boolean(kind):
+        return values
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_null(kind):
+        return pc.greater(values.cast(pa.float64()), 0.0)
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        lowered = pc.utf8_lower(values)
+        known = pc.is_in(lowered, value_set=pa.array(["true", "false"]))
+        if pc.all(pc.or_(known, pc.is_null(lowered))).as_py():
+            return pc.equal(lowered, "true")
+    bad = next((v for v in values.to_pylist() if v is not None), None)
+    raise DivscopeError(
+        f"{source}: column {column!r} ({kind}) is not a reward or a grade (e.g. {bad!r}); give "
+        "--correct with a boolean or numeric column (numbers > 0 count as correct), or grade "
+        "the responses with `divscope grade`."
+    )
+
+
 def formats() -> list[Format]:
     """Every known format, in detection order."""
     return [format_module(name).FORMAT for name in FORMATS]
 
 
-__all__ = ["FORMATS", "Format", "ReadContext", "format_module", "formats"]
+__all__ = ["FORMATS", "Format", "ReadContext", "format_module", "formats", "truth"]
