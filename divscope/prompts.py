@@ -102,7 +102,7 @@ def _checked_messages(table: pa.Table, source: str) -> pa.Table:
     """`table` with its `messages` checked (`check_messages`) and cast to their one type."""
     kind = table.schema.field(PROMPT_MESSAGES).type
     turn = kind.value_type if pa.types.is_list(kind) or pa.types.is_large_list(kind) else None
-    struct = pa.types.is_struct(turn)
+    struct = turn is not None and pa.types.is_struct(turn)
     fields = [turn.field(i).name for i in range(turn.num_fields)] if struct else []
     if "role" not in fields or "content" not in fields:
         raise DivscopeError(
