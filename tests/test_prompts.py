@@ -25,6 +25,14 @@ SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}
 DEFAULT_SYSTEM = "You are a helpful assistant."  # what Qwen's template adds without a system turn
 
 
+@pytest.fixture(scope="module")
+def chatml(qwen_tokenizer_dir):
+    """Qwen's tokenizer with its ChatML template, as `load_tokenizer` reads a checkpoint's."""
+    from divscope.models.tokenizers import load_tokenizer
+
+    return load_tokenizer(str(qwen_tokenizer_dir))
+
+
 def _user(text=QUESTION):
     return {"role": "user", "content": text}
 
@@ -104,17 +112,17 @@ def test_messages_of_another_shape_are_refused_naming_the_file(tmp_path, message
         (("prompt",), "prompt"),
     ],
 )
-def test_token_ids_then_messages_then_text(qwen_tokenizer, columns, used):
+def test_token_ids_then_messages_then_text(chatml, columns, used):
     """The first of prompt_ids, messages and prompt present holds the prompts."""
     values = {"prompt_ids": [[1, 2, 3]], "messages": [[_user()]], "prompt": ["plain text"]}
     frame = pl.DataFrame({"prompt_id": ["a"], **{c: values[c] for c in columns}})
-    ids = tokenized_prompts(read_prompts_arrow(frame), qwen_tokenizer, source="p")[1][0]
+    ids = tokenized_prompts(read_prompts_arrow(frame), chatml, source="p")[1][0]
     if used == "prompt_ids":
         assert ids == [1, 2, 3]
     elif used == "messages":
-        assert ids == template_messages([_user()], qwen_tokenizer)[1]
+        assert ids == template_messages([_user()], chatml)[1]
     else:
-        assert ids == qwen_tokenizer("plain text")["input_ids"]
+        assert ids == chatml("plain text")["input_ids"]
 
 
 def test_no_prompt_column_names_all_three(tmp_path):
@@ -167,17 +175,17 @@ CONVERSATIONS = {
 
 @pytest.mark.parametrize("system_prompt", [None, SYSTEM])
 @pytest.mark.parametrize("name", CONVERSATIONS)
-def test_templated_ids_are_the_tokenizers_own(qwen_tokenizer, name, system_prompt):
+def test_templated_ids_are_the_tokenizers_own(chatml, name, system_prompt):
     """The ids equal `apply_chat_template(tokenize=True)`'s on the same turns; the system
     prompt comes first exactly once, unless the turns have their own; the answer's tokens
     follow the prompt at the same positions as in the whole conversation's ids."""
     turns = CONVERSATIONS[name]
-    text, ids = template_messages(turns, qwen_tokenizer, system_prompt=system_prompt)
+    text, ids = template_messages(turns, chatml, system_prompt=system_prompt)
     own = turns[0]["role"] == "system"
     expected_turns = turns if own or system_prompt is None else [
         {"role": "system", "content": system_prompt}, *turns
     ]  # fmt: skip
-    expected = qwen_tokenizer.apply_chat_template(
+    expected = chatml.apply_chat_template(
         expected_turns, add_generation_prompt=True, tokenize=True, return_dict=False
     )
     assert ids == list(expected)
@@ -189,13 +197,11 @@ def test_templated_ids_are_the_tokenizers_own(qwen_tokenizer, name, system_promp
     if system_prompt is not None and own:
         assert system_prompt not in text  # a prompt's own system turn wins
     answer = {"role": "assistant", "content": "So 3 + 4 = \\boxed{7}."}
-    whole = qwen_tokenizer.apply_chat_template(
-        [*expected_turns, answer], tokenize=True, return_dict=False
-    )
+    whole = chatml.apply_chat_template([*expected_turns, answer], tokenize=True, return_dict=False)
     assert list(whole[: len(ids)]) == ids  # the response starts at len(ids), as scored
 
 
-def test_messages_give_the_ids_of_chat_template_on_the_question(qwen_tokenizer):
+def test_messages_give_the_ids_of_chat_template_on_the_question(chatml):
     """A `messages` file of one user turn per prompt and a `prompt` file of the same questions
     with --chat-template give the same texts and ids, with or without a system prompt."""
     questions = [QUESTION, "计算 5 × 6", "  spaces\tand\nnewlines  "]
@@ -206,12 +212,12 @@ def test_messages_give_the_ids_of_chat_template_on_the_question(qwen_tokenizer):
     )
     for system_prompt in (None, SYSTEM):
         chat = Chat(chat_template=True, system_prompt=system_prompt)
-        expected = tokenized_prompts(text, qwen_tokenizer, source="q", chat=chat)
+        expected = tokenized_prompts(text, chatml, source="q", chat=chat)
         for flag in (False, True):  # messages are templated with or without the flag
             chat = Chat(chat_template=flag, system_prompt=system_prompt)
-            assert tokenized_prompts(chats, qwen_tokenizer, source="q", chat=chat) == expected
-    plain = tokenized_prompts(text, qwen_tokenizer, source="q")
-    assert plain == (questions, [qwen_tokenizer(q)["input_ids"] for q in questions])
+            assert tokenized_prompts(chats, chatml, source="q", chat=chat) == expected
+    plain = tokenized_prompts(text, chatml, source="q")
+    assert plain == (questions, [chatml(q)["input_ids"] for q in questions])
 
 
 def test_a_template_that_refuses_the_turns_names_the_prompt(tiny_pair):
