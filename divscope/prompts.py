@@ -62,6 +62,11 @@ def read_prompts_arrow(path: str | os.PathLike | Any, *, source: str | None = No
             f"{source}: prompts need 'prompt' (text), 'messages' (chat turns) or 'prompt_ids' "
             f"(token ids); present: {', '.join(columns)}."
         )
+    if column == PROMPT_TEXT and _holds_turns(table.schema.field(PROMPT_TEXT).type):
+        raise DivscopeError(
+            f"{source}: 'prompt' holds chat turns (a list of role, content), as in verl's "
+            "datasets; name the column 'messages' (they then go through the chat template)."
+        )
     casts: dict[str, pa.DataType] = {PROMPT_KEY: pa.large_string()}
     if column != PROMPT_MESSAGES:  # cast by `_checked_messages`
         casts[column] = IDS if column == PROMPT_IDS else pa.large_string()
@@ -98,13 +103,19 @@ def _prompt_column(columns: list[str]) -> str | None:
     return next((c for c in (PROMPT_IDS, PROMPT_MESSAGES, PROMPT_TEXT) if c in columns), None)
 
 
-def _checked_messages(table: pa.Table, source: str) -> pa.Table:
-    """`table` with its `messages` checked (`check_messages`) and cast to their one type."""
-    kind = table.schema.field(PROMPT_MESSAGES).type
+def _holds_turns(kind: pa.DataType) -> bool:
+    """Whether a column of type `kind` holds lists of chat turns: structs with role and
+    content (other fields too)."""
     turn = kind.value_type if pa.types.is_list(kind) or pa.types.is_large_list(kind) else None
     struct = turn is not None and pa.types.is_struct(turn)
     fields = [turn.field(i).name for i in range(turn.num_fields)] if struct else []
-    if "role" not in fields or "content" not in fields:
+    return "role" in fields and "content" in fields
+
+
+def _checked_messages(table: pa.Table, source: str) -> pa.Table:
+    """`table` with its `messages` checked (`check_messages`) and cast to their one type."""
+    kind = table.schema.field(PROMPT_MESSAGES).type
+    if not _holds_turns(kind):
         raise DivscopeError(
             f"{source}: column 'messages' has type {kind}; it must hold each prompt's chat turns "
             'as a list of {role, content}, e.g. [{"role": "user", "content": "What is 2 + 2?"}].'

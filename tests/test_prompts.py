@@ -125,6 +125,13 @@ def test_token_ids_then_messages_then_text(chatml, columns, used):
         assert ids == chatml("plain text")["input_ids"]
 
 
+def test_chat_turns_under_prompt_are_told_to_be_messages(tmp_path):
+    """verl's datasets hold the chat turns in `prompt`."""
+    path = _write(tmp_path / "verl.jsonl", [{"prompt_id": "a", "prompt": [_user()]}])
+    with pytest.raises(DivscopeError, match="'prompt' holds chat turns .* name the column 'mes"):
+        read_prompts_arrow(path)
+
+
 def test_no_prompt_column_names_all_three(tmp_path):
     path = _write(tmp_path / "p.jsonl", [{"prompt_id": "a", "question": "2 + 2?"}])
     with pytest.raises(DivscopeError, match="'prompt' .*'messages' .*'prompt_ids'"):
