@@ -138,8 +138,8 @@ def cross_sample(
             settings and prompts are the same; `shard` `i/n` does share i of n of the parts
             (`out` must then be a directory; under torchrun each process takes its share by
             itself).
-        config: the run's sampling (its one home), length cap, seed, batch size, stop tokens
-            and chat template (and system prompt).
+        config: the run's sampling (its one home), length cap, seed, batch size, stop tokens,
+            chat template and system prompt.
         grid: budgets, responses per prompt, a forced opening and the grader.
         part_rows: responses per part (a chunk holds ceil(part_rows / n) prompts); fixed by
             the first run of an output.

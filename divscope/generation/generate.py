@@ -258,7 +258,8 @@ def generate(
 def _settings(
     model: str, config: GenerateConfig, chat: dict, keys: list[str], ids: list[list[int]]
 ) -> dict:
-    """The settings that decide the output; a resumed run must match them exactly.
+    """The settings that decide the output (`chat`: `prompts.chat_settings`); a resumed run
+    must match them exactly.
 
     Of the vLLM options only the tensor-parallel size is recorded: it changes the model's
     arithmetic (sharded matmuls round differently). The memory share and the context length
