@@ -81,6 +81,10 @@ class ReadContext:
     """The tokenizer, loaded on first call (None: no model at hand, e.g. `grade`)."""
 
 
+FromFormat = Literal["auto", "divscope", "verl", "verl-generation", "trl", "lm-eval", "lighteval"]
+"""What `--from` takes: `auto` or one of `FORMATS`."""
+
+
 @dataclass(frozen=True)
 class Reading:
     """How a file of responses is read: its format (`--from`), which column says a response is
@@ -90,10 +94,7 @@ class Reading:
     ('auto', 'acc')
     """
 
-    from_: Annotated[
-        Literal["auto", "divscope", "verl", "verl-generation", "trl", "lm-eval", "lighteval"],
-        Flag("--from"),
-    ] = "auto"
+    from_: Annotated[FromFormat, Flag("--from")] = "auto"
     """The responses' format: auto (detected from the columns, named on stderr), divscope
     (trajectory columns), verl (rollout or validation dumps, {step}.jsonl or a directory of
     them), verl-generation (main_generation parquet), trl, lm-eval, lighteval (docs/inputs.md)."""
@@ -330,6 +331,7 @@ __all__ = [
     "FORMATS",
     "READING_KEY",
     "Format",
+    "FromFormat",
     "ReadContext",
     "Reading",
     "format_module",
