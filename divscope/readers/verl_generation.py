@@ -42,13 +42,19 @@ def read(table: pa.Table, context: ReadContext) -> pa.Table:
         "messages" if _is_chat(table) else "prompt": table["prompt"].take(rows),
         "response": pc.list_flatten(responses),
     }
-    reward = table.schema.field("reward_model").type if "reward_model" in table.column_names else None
-    if reward is not None and pa.types.is_struct(reward) and reward.get_field_index("ground_truth") >= 0:
+    if _has_ground_truth(table):
         truth = pc.struct_field(table["reward_model"], "ground_truth")
         columns["answer"] = pc.cast(truth, pa.large_string()).take(rows)
     kept = [c for c in table.column_names if c not in ("prompt", "responses")]
     columns |= {c: table[c].take(rows) for c in kept}
     return pa.table(columns)
+
+
+def _has_ground_truth(table: pa.Table) -> bool:
+    if "reward_model" not in table.column_names:
+        return False
+    kind = table.schema.field("reward_model").type
+    return pa.types.is_struct(kind) and kind.get_field_index("ground_truth") >= 0
 
 
 def _is_chat(table: pa.Table) -> bool:

@@ -84,12 +84,17 @@ def test_score_from_verl_gives_the_native_token_table(tmp_path, verl_dump, lab_r
     score(native_file, lab, tmp_path / "native.parquet", progress=False)
     score(verl_dump, lab, tmp_path / "verl.parquet", ScoreConfig(source="rl"), Reading("verl"),
           progress=False)  # fmt: skip
-    native, verl = pq.read_table(tmp_path / "native.parquet"), pq.read_table(tmp_path / "verl.parquet")
+    native, verl = (
+        pq.read_table(tmp_path / "native.parquet"),
+        pq.read_table(tmp_path / "verl.parquet"),
+    )
     read = read_responses(verl_dump, Reading("verl"))
     # each response's key in the dump: its prompt's hash and its rank, by text
     keys: dict[tuple, list] = {}  # identical responses to one prompt share their text
-    for p, r, pid, sid in zip(*(read[c].to_pylist() for c in
-                                ("prompt", "response", "prompt_id", "sample_id")), strict=True):
+    for p, r, pid, sid in zip(
+        *(read[c].to_pylist() for c in ("prompt", "response", "prompt_id", "sample_id")),
+        strict=True,
+    ):
         keys.setdefault((p, r), []).append((pid, sid))  # fmt: skip
     renamed = {(r["prompt_id"], r["sample_id"]): keys[(r["prompt"], r["response"])].pop()
                for r in lab_rl_rows}  # fmt: skip

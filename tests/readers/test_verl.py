@@ -24,7 +24,14 @@ VERL = Reading(from_="verl")
 def test_each_column_maps(verl_dump, lab_rl_rows, lab_tokenizer):
     dumped = [json.loads(line) for line in verl_dump.read_text().splitlines()]
     table = read_responses(verl_dump, VERL)
-    assert table.column_names[:6] == ["prompt_id", "sample_id", "prompt", "response", "correct", "answer"]
+    assert table.column_names[:6] == [
+        "prompt_id",
+        "sample_id",
+        "prompt",
+        "response",
+        "correct",
+        "answer",
+    ]
     assert {"score", "step", "acc", "pred"} <= set(table.column_names)
     rows = table.to_pylist()
     for row, raw, lab in zip(rows, dumped, lab_rl_rows, strict=True):
@@ -42,7 +49,9 @@ def test_each_column_maps(verl_dump, lab_rl_rows, lab_tokenizer):
         assert [r["response"] for r in ranked] == sorted(r["response"] for r in mine)
 
 
-def test_a_batch_reordered_by_balancing_reads_the_same(tmp_path, verl_dump, lab_rl_rows, lab_tokenizer):
+def test_a_batch_reordered_by_balancing_reads_the_same(
+    tmp_path, verl_dump, lab_rl_rows, lab_tokenizer
+):
     balanced = balance_batch(lab_rl_rows, world_size=4)
     assert balanced != lab_rl_rows
     dump = write_verl_dump(tmp_path / "balanced", 30, **verl_rollouts(balanced, lab_tokenizer))
@@ -101,7 +110,9 @@ def test_inputs_that_match_no_prompt_are_refused(tmp_path, chat_tokenizer):
                        lambda: chat_tokenizer)  # fmt: skip
 
 
-def test_responses_whose_text_does_not_survive_tokenization_are_counted(tmp_path, chat_tokenizer, capsys):
+def test_responses_whose_text_does_not_survive_tokenization_are_counted(
+    tmp_path, chat_tokenizer, capsys
+):
     # Qwen's tokenizer normalizes to NFC: "e" + a combining accent comes back as "é"
     responses = [" caf\u00e9", " cafe\u0301"]
     _, dump, _ = _chat_dump(tmp_path, chat_tokenizer, ["Coffee?", "Coffee, again?"], responses)

@@ -31,9 +31,12 @@ def test_one_row_per_response_and_each_column_maps(tmp_path, capsys):
 
 
 def test_prompt_ids_go_through_the_chat_template(tmp_path, chat_tokenizer):
-    table = read_responses(_generation(tmp_path), Reading("verl-generation"), lambda: chat_tokenizer)
+    table = read_responses(
+        _generation(tmp_path), Reading("verl-generation"), lambda: chat_tokenizer
+    )
     question = [{"role": "user", "content": "3 + 3?"}]
     assert table["prompt_ids"].to_pylist()[3] == template_messages(question, chat_tokenizer)[1]
-    assert table["response_ids"].to_pylist()[5] == chat_tokenizer(" 6.", add_special_tokens=False)[
-        "input_ids"
-    ]
+    assert (
+        table["response_ids"].to_pylist()[5]
+        == chat_tokenizer(" 6.", add_special_tokens=False)["input_ids"]
+    )

@@ -28,7 +28,13 @@ def write_verl_dump(dump_path: Path, step: int, inputs, outputs, gts, scores, ex
     os.makedirs(dump_path, exist_ok=True)
     filename = os.path.join(dump_path, f"{step}.jsonl")
     n = len(inputs)
-    base_data = {"input": inputs, "output": outputs, "gts": gts, "score": scores, "step": [step] * n}
+    base_data = {
+        "input": inputs,
+        "output": outputs,
+        "gts": gts,
+        "score": scores,
+        "step": [step] * n,
+    }
     for k, v in extras.items():
         if len(v) == n:
             base_data[k] = v
