@@ -55,6 +55,9 @@ class Format:
     detect: Callable[[list[str]], bool] | None = None
     """Whether a file with these columns is of this format; default: it has every
     `expected` column."""
+    decoded: bool = True
+    """Whether its text was decoded from the generated ids (a dump, a log), so that ids rebuilt
+    from it are checked for drift; False for text chosen as the input (divscope's own)."""
 
     def matches(self, columns: list[str]) -> bool:
         """Whether a file with `columns` is of this format."""
@@ -186,8 +189,9 @@ def read_responses(
     format's reader maps it onto trajectory columns; `reading.correct` then sets `correct`.
     With `tokenizer`, text becomes token ids (`prompt_ids`, `response_ids`): chat `messages`
     through the chat template (`divscope.prompts.template_messages`), prompt text as the model
-    sees it, responses without special tokens; how many responses re-tokenize to ids that do
-    not decode back to their text is said on stderr (such ids cannot be the generated ones).
+    sees it, responses without special tokens; for a format that holds decoded text only, how
+    many responses re-tokenize to ids that do not decode back to their text is said on stderr
+    (such ids cannot be the generated ones).
     `reading_info` gives what was read (format, file, counts).
 
     Args:
@@ -228,6 +232,7 @@ def read_responses(
     drifted = None
     if loader is not None and "response_ids" not in table.column_names:
         table, drifted = _token_ids(table, loader(), system_prompt, source)
+        drifted = drifted if found.decoded else None
     info = {"format": found.name, "source": source, "responses": table.num_rows}
     if drifted is not None:
         info["retokenized"] = {"responses": table.num_rows, "drifted": drifted}

@@ -23,5 +23,5 @@ def read(table: pa.Table, context: ReadContext) -> pa.Table:
     return table
 
 
-FORMAT = Format("divscope", ("prompt_id",), read)
+FORMAT = Format("divscope", ("prompt_id",), read, decoded=False)
 """divscope's trajectory columns: a `prompt_id` at least (docs/contracts.md)."""

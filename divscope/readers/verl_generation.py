@@ -27,10 +27,9 @@ def read(table: pa.Table, context: ReadContext) -> pa.Table:
 
     >>> table = pa.table({"prompt": [[{"role": "user", "content": "2 + 2?"}]],
     ...                   "responses": [["4", "5"]]})
-    >>> read(table, ReadContext("gen.parquet")).select(["prompt_id", "sample_id", "response"])
-    ... .to_pylist()  # doctest: +NORMALIZE_WHITESPACE
-    [{'prompt_id': '0', 'sample_id': 0, 'response': '4'},
-     {'prompt_id': '0', 'sample_id': 1, 'response': '5'}]
+    >>> rows = read(table, ReadContext("gen.parquet")).to_pylist()
+    >>> [(r["prompt_id"], r["sample_id"], r["response"]) for r in rows]
+    [('0', 0, '4'), ('0', 1, '5')]
     """
     responses = table["responses"].combine_chunks()
     rows = pc.list_parent_indices(responses)

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from divscope.errors import DivscopeError
-from divscope.readers import Reading, read_responses
+from divscope.readers import Reading, read_responses, reading_info
 from divscope.tables import read_arrow, read_trajectories_arrow
 
 
@@ -27,6 +27,7 @@ def test_text_trajectories_get_the_ids_score_would_give(lab_tokenizer):
     expected = attach_ids(text.slice(0, 4), lab_tokenizer)
     assert table["prompt_ids"].equals(expected["prompt_ids"])
     assert table["response_ids"].equals(expected["response_ids"])
+    assert "retokenized" not in reading_info(table)  # text by choice: no drift to count
 
 
 def test_a_null_text_is_refused_before_tokenizing(lab_tokenizer):
