@@ -207,8 +207,8 @@ def read_responses(
 
     Raises:
         DivscopeError: a file that matches no format (listing each format's expected columns
-            and the file's), a `--correct` column that is absent or no grade, or any reader's
-            error.
+            and the file's) or not the one given, a `--correct` column that is absent or no
+            grade, or any reader's error.
     """
     from divscope.distributed import reports
     from divscope.progress import note
@@ -224,6 +224,12 @@ def read_responses(
             raise DivscopeError(_unknown_layout(source, raw.column_names, known))
     else:
         found = format_module(reading.from_).FORMAT
+        if not found.matches(raw.column_names):
+            raise DivscopeError(
+                f"{source}: --from {found.name} expects the columns {', '.join(found.expected)}; "
+                f"the file has: {', '.join(raw.column_names) or '(none)'}. Give the format it is "
+                "in (--from auto detects it)."
+            )
     loader = cache(tokenizer) if tokenizer is not None else None
     context = ReadContext(source, reading.correct, reading.prompts, system_prompt, loader)
     table = found.read(raw, context)

@@ -46,6 +46,11 @@ def test_from_names_the_format(verl_dump, capsys):
     assert typing.get_args(FromFormat) == ("auto", *FORMATS)
 
 
+def test_a_file_not_of_the_format_given_is_refused():
+    with pytest.raises(DivscopeError, match=r"--from verl expects the columns input, output, sco"):
+        read_responses("fixtures/lab/trajectories.jsonl", Reading("verl"))
+
+
 def test_correct_overrides_the_formats_own(verl_dump):
     own = read_responses(verl_dump)["correct"].to_pylist()
     flipped = [not c for c in own]
