@@ -136,7 +136,7 @@ class Study:
         """The inputs, read on first use and kept: the token tables scanned lazily."""
         from divscope.analyses.difficulty import difficulty_tertiles
         from divscope.io import read_reference, read_table, scan_token_table
-        from divscope.readers import read_responses
+        from divscope.readers import read_responses, require_graded
 
         compared = self.compared
         steps = self.steps
@@ -149,7 +149,9 @@ class Study:
             difficulty=None
             if self.difficulty is None
             else difficulty_tertiles(
-                pl.from_arrow(read_responses(self.difficulty, self.difficulty_reading)),
+                pl.from_arrow(
+                    require_graded(read_responses(self.difficulty, self.difficulty_reading))
+                ),
                 model=self.difficulty_model,
             ),
             roles=SourceRoles(

@@ -268,6 +268,27 @@ def reading_info(table: pa.Table) -> dict[str, Any] | None:
     return None if value is None else json.loads(value)
 
 
+def require_graded(table: pa.Table) -> pa.Table:
+    """`table` (of `read_responses`) itself, once it is known to say which responses are
+    correct: graded responses are what `analyze --difficulty` and recovery's reference read.
+
+    Raises:
+        DivscopeError: no `correct` column; the message says to grade with `divscope grade`
+            or to name the grading column with --correct.
+
+    >>> require_graded(read_responses("fixtures/lab/trajectories.jsonl")).num_rows
+    512
+    """
+    if "correct" in table.column_names:
+        return table
+    info = reading_info(table) or {"source": "responses", "format": "divscope"}
+    raise DivscopeError(
+        f"{info['source']}: no 'correct' column (read as {info['format']}: the file grades "
+        "nothing, or in a column divscope does not know); grade the responses with `divscope "
+        "grade` first, or name the column that grades them with --correct."
+    )
+
+
 def _read_raw(path: Path, read_arrow: Callable[[Path], pa.Table]) -> pa.Table:
     """The file as it is: a directory of `{step}.jsonl` dumps (verl's rollout and validation
     directories) concatenated in step order, anything else by `read_arrow`."""
@@ -350,5 +371,6 @@ __all__ = [
     "formats",
     "read_responses",
     "reading_info",
+    "require_graded",
     "truth",
 ]

@@ -78,3 +78,16 @@ def test_difficulty_reads_graded_responses_of_any_format(tmp_path):
     tertiles = study.tables.difficulty
     assert tertiles["pass_at_1"].to_list() == [0.0, 0.5, 1.0]
     assert tertiles["difficulty"].to_list() == ["hard", "medium", "easy"]
+
+
+def test_difficulty_of_ungraded_responses_says_to_grade_them(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    generated = tmp_path / "gen.parquet"
+    prompt = [{"role": "user", "content": "2 + 2?"}]
+    pq.write_table(pa.table({"prompt": [prompt], "responses": [[" 4", " 5"]]}), generated)
+    tokens = tmp_path / "tokens.parquet"
+    synthetic_tokens(n_prompts=1, n_samples=1).write_parquet(tokens)
+    with pytest.raises(DivscopeError, match=r"gen.parquet: no 'correct' column \(read as verl-gen"):
+        _ = Study(tokens, difficulty=generated).tables
