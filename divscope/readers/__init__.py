@@ -91,7 +91,7 @@ FromFormat = Literal["auto", "divscope", "verl", "verl-generation", "trl", "lm-e
 @dataclass(frozen=True)
 class Reading:
     """How a file of responses is read: its format (`--from`), which column says a response is
-    correct, and the dataset the responses were made from.
+    correct, and the dataset (and system prompt) the responses were made from.
 
     >>> Reading().from_, Reading(from_="verl", correct="acc").correct
     ('auto', 'acc')
@@ -107,6 +107,9 @@ class Reading:
     prompts: Annotated[str | None, Flag(metavar="PATH")] = None
     """The dataset the responses were made from (verl's parquet, chat `prompt` messages): the
     prompt ids are rebuilt through the chat template instead of from the file's decoded text."""
+    system_prompt: str | None = None
+    """The system turn the chat prompts (--prompts' messages, a `messages` column) are
+    templated with when they have none, as `--system-prompt` of generate and cross-sample."""
 
 
 def format_module(name: str):
@@ -178,8 +181,6 @@ def read_responses(
     path: str | os.PathLike | Any,
     reading: Reading = Reading(),  # noqa: B008 (frozen, hashable)
     tokenizer: Callable[[], Any] | None = None,
-    *,
-    system_prompt: str | None = None,
 ) -> pa.Table:
     """Read a file of responses in any known format as trajectory columns.
 
@@ -196,10 +197,10 @@ def read_responses(
 
     Args:
         path: the file, or a table (Arrow or polars) already in memory.
-        reading: the format, the `correct` column and the prompts dataset (`Reading`).
+        reading: the format, the `correct` column, the prompts dataset and the system prompt
+            (`Reading`).
         tokenizer: a function that returns the tokenizer (called only when ids are rebuilt
             from text); None: text stays text (e.g. `grade`).
-        system_prompt: the system turn that chat messages are templated with.
 
     Returns:
         The trajectory columns: `prompt_id`, `sample_id`, text or ids, `correct` where the
@@ -231,13 +232,13 @@ def read_responses(
                 "in (--from auto detects it)."
             )
     loader = cache(tokenizer) if tokenizer is not None else None
-    context = ReadContext(source, reading.correct, reading.prompts, system_prompt, loader)
+    context = ReadContext(source, reading.correct, reading.prompts, reading.system_prompt, loader)
     table = found.read(raw, context)
     if reading.correct is not None:
         table = _with_correct(table, raw, reading.correct, source)
     drifted = None
     if loader is not None and "response_ids" not in table.column_names:
-        table, drifted = _token_ids(table, loader(), system_prompt, source)
+        table, drifted = _token_ids(table, loader(), reading.system_prompt, source)
         drifted = drifted if found.decoded else None
     info = {"format": found.name, "source": source, "responses": table.num_rows}
     if drifted is not None:
