@@ -67,7 +67,8 @@ def write_lm_eval(path: Path, repeats: int = 1, loglikelihood: bool = False) -> 
         chosen = responses[:repeats]
         if loglikelihood:
             arguments = {"gen_args_0": {"arg_0": prompt, "arg_1": f" {answer}"}}
-            resps, filtered = [[[-1.5, False]]], [[-1.5, False]]
+            # `sanitize_list` makes every leaf a string
+            resps, filtered = [[["-1.5", "False"]]], [["-1.5", "False"]]
             metric = {"acc": 0.0}
         else:
             kwargs = {"until": ["\n\n"], "do_sample": True, "temperature": 1.0}
@@ -120,3 +121,21 @@ def write_lighteval(path: Path, loglikelihood: bool = False) -> Path:
         rows.append({"doc": doc, "metric": metric, "model_response": response})
     pq.write_table(pa.Table.from_pylist(rows), path)
     return path
+
+
+def read_raw(path: Path) -> pa.Table:
+    """A file's raw table as pyarrow reads it (JSONL or Parquet)."""
+    if path.suffix == ".jsonl":
+        import pyarrow.json as pj
+
+        return pj.read_json(path)
+    return pq.read_table(path)
+
+
+def all_layouts(tmp_path: Path) -> dict[str, list[Path]]:
+    """Each format's files: the ones written here, and the upstream-written fixtures."""
+    return {
+        "trl": [write_trl(tmp_path / "completions_00010.parquet")],
+        "lm-eval": [write_lm_eval(tmp_path / "samples_toy.jsonl"), LM_EVAL_FIXTURE],
+        "lighteval": [write_lighteval(tmp_path / "details_toy.parquet"), LIGHTEVAL_FIXTURE],
+    }

@@ -1,0 +1,100 @@
+"""lighteval's details (`divscope.readers.lighteval`), on a file written by lighteval 0.13.0's
+own tracker (tests/readers/fixtures/README.md) and on ones written here."""
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from divscope.errors import DivscopeError
+from divscope.readers import ReadContext, format_module
+from tests.readers.eval_writers import LIGHTEVAL_FIXTURE, all_layouts, read_raw, write_lighteval
+
+FORMAT = format_module("lighteval").FORMAT
+
+
+def read(path, correct=None):
+    return FORMAT.read(read_raw(path), ReadContext(source=str(path), correct=correct))
+
+
+def test_lightevals_own_details_map_onto_trajectories():
+    table = read(LIGHTEVAL_FIXTURE)
+    assert table.column_names == [
+        "prompt_id",
+        "sample_id",
+        "prompt_ids",
+        "response_ids",
+        "prompt",
+        "response",
+        "correct",
+        "correct_scope",
+        "answer",
+        "task",
+        "em",
+        "extractive_match",
+    ]
+    assert table.schema.field("response_ids").type == pa.large_list(pa.int32())
+    raw = pq.read_table(LIGHTEVAL_FIXTURE).to_pylist()
+    rows = table.to_pylist()
+    # document 0 has one sample, documents 1 and 2 two
+    assert [(r["prompt_id"], r["sample_id"]) for r in rows] == [
+        ("0", 0),
+        ("1", 0),
+        ("1", 1),
+        ("2", 0),
+        ("2", 1),
+    ]
+    # the token ids are lighteval's own: nothing is re-tokenized
+    assert rows[0]["prompt_ids"] == raw[0]["model_response"]["input_tokens"]
+    assert [r["response_ids"] for r in rows[1:3]] == raw[1]["model_response"]["output_tokens"]
+    assert [r["response"] for r in rows[1:3]] == raw[1]["model_response"]["text"]
+    assert rows[0]["prompt"] == raw[0]["doc"]["query"]
+    assert [r["answer"] for r in rows[:2]] == ["15", "7"]
+    assert {r["task"] for r in rows} == {"custom|lab_arith|0"}
+    # the default is the first metric, `em` (0: the model writes \boxed{N}, not N)
+    assert table["correct"].to_pylist() == [False] * 5
+    assert table["correct_scope"].to_pylist() == ["response"] + ["document"] * 4
+
+
+def test_correct_names_another_metric():
+    table = read(LIGHTEVAL_FIXTURE, correct="extractive_match")
+    assert table["correct"].to_pylist() == [True] * 5
+
+
+def test_an_unknown_metric_is_refused_naming_the_known_ones():
+    with pytest.raises(DivscopeError, match=r"'maj@4'.*\['em', 'extractive_match'\]"):
+        read(LIGHTEVAL_FIXTURE, correct="maj@4")
+
+
+def test_a_metric_that_is_no_grade_is_refused(tmp_path):
+    path = write_lighteval(tmp_path / "details_toy.parquet")
+    raw = pq.read_table(path).to_pylist()
+    for row in raw:
+        row["metric"]["em"] = "maybe"
+    pq.write_table(pa.Table.from_pylist(raw), path)
+    with pytest.raises(DivscopeError, match=r"details_toy.parquet: column 'em'.*'maybe'"):
+        read(path)
+
+
+def test_written_layout_and_prompts_given_as_messages(tmp_path):
+    path = write_lighteval(tmp_path / "details_toy.parquet")
+    table = read(path)
+    assert table["prompt_ids"].to_pylist() == [[10, 11, 12], [11, 11, 12]]
+    assert table["response_ids"].to_pylist() == [[20, 21, 0], [21, 21, 0]]
+    assert table["correct"].to_pylist() == [True, True]
+    raw = pq.read_table(path).to_pylist()
+    for row in raw:
+        row["model_response"]["input"] = [{"role": "user", "content": row["doc"]["query"]}]
+    pq.write_table(pa.Table.from_pylist(raw), path)
+    assert "prompt" not in read(path).column_names
+
+
+def test_a_loglikelihood_task_is_refused(tmp_path):
+    path = write_lighteval(tmp_path / "details_mc.parquet", loglikelihood=True)
+    with pytest.raises(DivscopeError, match="generative tasks"):
+        read(path)
+
+
+def test_detected_on_its_own_files_only(tmp_path):
+    for name, paths in all_layouts(tmp_path).items():
+        for path in paths:
+            assert FORMAT.matches(read_raw(path).column_names) == (name == "lighteval"), path
