@@ -19,6 +19,12 @@ metric (`--correct METRIC` names another). lighteval computes a metric once per 
 is a sample's own only when the document has one sample: `correct_scope` says `response` there,
 and `document` where the document's value is given to each of its samples. A loglikelihood
 task's details hold no generated text and are refused.
+
+lighteval's transformers backend pads a batch before it saves it (`pad_and_gather`, left padding
+of the prompts): `input_tokens` can start with pad tokens and `output_tokens` go on with pad
+tokens after the end of the response. Given the tokenizer (`score`), the reader removes them:
+a prompt's leading pad tokens (unless the pad token is also the BOS token) and whatever follows
+a response's first EOS token (kept), or its trailing pad tokens where it has no EOS.
 """
 
 from __future__ import annotations
@@ -42,6 +48,40 @@ def _metric(raw: pa.Table, ctx: ReadContext) -> tuple[str, list[str]]:
     return chosen, names
 
 
+def _unpadders(ctx: ReadContext):
+    """Two functions that strip lighteval's batch padding from a prompt's and a response's ids
+    (the identity without a tokenizer).
+
+    >>> from types import SimpleNamespace
+    >>> tok = SimpleNamespace(pad_token_id=1, eos_token_id=0, bos_token_id=None)
+    >>> prompt, response = _unpadders(ReadContext("d.parquet", tokenizer=lambda: tok))
+    >>> prompt([1, 1, 5, 6]), response([7, 8, 0, 1, 1]), response([7, 8, 1, 1])
+    ([5, 6], [7, 8, 0], [7, 8])
+    """
+    tokenizer = ctx.tokenizer() if ctx.tokenizer is not None else None
+    pad = getattr(tokenizer, "pad_token_id", None)
+    eos = getattr(tokenizer, "eos_token_id", None)
+    bos = getattr(tokenizer, "bos_token_id", None)
+
+    def prompt(ids: list[int]) -> list[int]:
+        start = 0
+        if pad is not None and pad != bos:
+            while start < len(ids) and ids[start] == pad:
+                start += 1
+        return ids[start:]
+
+    def response(ids: list[int]) -> list[int]:
+        if eos is not None and eos in ids:
+            return ids[: ids.index(eos) + 1]
+        end = len(ids)
+        if pad is not None:
+            while end > 0 and ids[end - 1] == pad:
+                end -= 1
+        return ids[:end]
+
+    return prompt, response
+
+
 def read(raw: pa.Table, ctx: ReadContext) -> pa.Table:
     """lighteval details -> trajectory columns (see the module's docstring)."""
     import pyarrow.compute as pc
@@ -49,6 +89,7 @@ def read(raw: pa.Table, ctx: ReadContext) -> pa.Table:
     from ..errors import DivscopeError
 
     chosen, metric_names = _metric(raw, ctx)
+    unpad_prompt, unpad_response = _unpadders(ctx)
     metric = raw.column("metric").combine_chunks()
     correct = truth(metric.field(chosen), chosen, ctx.source).to_pylist()
     values = {name: metric.field(name).to_pylist() for name in metric_names}
@@ -87,8 +128,8 @@ def read(raw: pa.Table, ctx: ReadContext) -> pa.Table:
         for sample_id, (ids, text) in enumerate(zip(samples, texts, strict=True)):
             rows["prompt_id"].append(doc.get("id") or str(i))
             rows["sample_id"].append(sample_id)
-            rows["prompt_ids"].append(response.get("input_tokens"))
-            rows["response_ids"].append(ids)
+            rows["prompt_ids"].append(unpad_prompt(response.get("input_tokens") or []))
+            rows["response_ids"].append(unpad_response(ids))
             rows["prompt"].append(prompt if isinstance(prompt, str) else None)
             rows["response"].append(text)
             rows["correct"].append(correct[i])

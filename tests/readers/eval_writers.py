@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LM_EVAL_FIXTURE = FIXTURES / "samples_lab_arith_2026-12-05T23-01-07.463141.jsonl"
-LIGHTEVAL_FIXTURE = FIXTURES / "details_custom_lab_arith_0_2026-12-05T23-06-20.138071.parquet"
+LIGHTEVAL_FIXTURE = FIXTURES / "details_custom_lab_arith_0_2026-12-05T23-12-47.049747.parquet"
 
 PROMPTS = ["Ana has 3 apples. She gets 2. How many?", "Sam has 9 coins. He loses 4. How many?"]
 ANSWERS = ["5", "5"]

@@ -98,3 +98,28 @@ def test_detected_on_its_own_files_only(tmp_path):
     for name, paths in all_layouts(tmp_path).items():
         for path in paths:
             assert FORMAT.matches(read_raw(path).column_names) == (name == "lighteval"), path
+
+
+def test_batch_padding_is_removed_given_the_tokenizer(tmp_path):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained("fixtures/lab/rl")
+    pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
+    context = ReadContext(source=str(LIGHTEVAL_FIXTURE), tokenizer=lambda: tokenizer)
+    # lighteval's own file: document 2's first sample was padded after its EOS
+    padded = read(LIGHTEVAL_FIXTURE)["response_ids"].to_pylist()
+    unpadded = FORMAT.read(read_raw(LIGHTEVAL_FIXTURE), context)["response_ids"].to_pylist()
+    assert padded[3][-1] == pad
+    assert [ids[-1] for ids in unpadded] == [eos] * 5
+    assert unpadded[3] == padded[3][: padded[3].index(eos) + 1]
+    assert unpadded[:3] + unpadded[4:] == padded[:3] + padded[4:]
+    # as `pad_and_gather` leaves a batch: prompts padded on the left, responses on the right
+    path = write_lighteval(tmp_path / "details_toy.parquet")
+    raw = pq.read_table(path).to_pylist()
+    raw[0]["model_response"]["input_tokens"] = [pad, pad, 10, 11, 12]
+    raw[0]["model_response"]["output_tokens"] = [[20, 21, eos, pad, pad]]
+    raw[1]["model_response"]["output_tokens"] = [[21, 21, pad]]
+    pq.write_table(pa.Table.from_pylist(raw), path)
+    table = FORMAT.read(read_raw(path), ReadContext(source=str(path), tokenizer=lambda: tokenizer))
+    assert table["prompt_ids"].to_pylist() == [[10, 11, 12], [11, 11, 12]]
+    assert table["response_ids"].to_pylist() == [[20, 21, eos], [21, 21]]
