@@ -16,8 +16,9 @@ Mapping: the token ids are the model's own, so nothing is re-tokenized: `prompt_
 `doc.id`, `sample_id` the sample, `answer` the gold choice, `task` `doc.task_name`; each metric
 is kept as a column. `correct` is the truth (`divscope.readers.truth`) of the document's first
 metric (`--correct METRIC` names another). lighteval computes a metric once per document, so it
-is a sample's own only when the document has one sample: `correct_scope` says `response` there,
-and `document` where the document's value is given to each of its samples. A loglikelihood
+is a sample's own only when the document has one sample, or when all its samples are the same
+text: `correct_scope` says `response` there, and `document` where the document's value is given
+to each of its differing samples (`divscope.readers.lm_eval.correct_scope`). A loglikelihood
 task's details hold no generated text and are refused.
 
 lighteval's transformers backend pads a batch before it saves it (`pad_and_gather`, left padding
@@ -32,6 +33,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from . import Format, ReadContext, truth
+from .lm_eval import correct_scope
 
 
 def _metric(raw: pa.Table, ctx: ReadContext) -> tuple[str, list[str]]:
@@ -125,6 +127,7 @@ def read(raw: pa.Table, ctx: ReadContext) -> pa.Table:
         gold = gold[0] if isinstance(gold, list) else gold
         choices = doc.get("choices") or []
         prompt = response.get("input")
+        scope = correct_scope(texts)
         for sample_id, (ids, text) in enumerate(zip(samples, texts, strict=True)):
             rows["prompt_id"].append(doc.get("id") or str(i))
             rows["sample_id"].append(sample_id)
@@ -133,7 +136,7 @@ def read(raw: pa.Table, ctx: ReadContext) -> pa.Table:
             rows["prompt"].append(prompt if isinstance(prompt, str) else None)
             rows["response"].append(text)
             rows["correct"].append(correct[i])
-            rows["correct_scope"].append("response" if len(samples) == 1 else "document")
+            rows["correct_scope"].append(scope)
             rows["answer"].append(
                 str(choices[gold]) if gold is not None and gold < len(choices) else None
             )

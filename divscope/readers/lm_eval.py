@@ -20,9 +20,10 @@ document's) and every metric column are kept. `correct` is the truth
 (`divscope.readers.truth`) of the document's first metric (`--correct METRIC` names another).
 lm-eval computes a metric once per document, from the filtered responses (`take_first`: the
 first repeat; `majority_vote`: the majority answer), so the metric is a repeat's own only when
-the document has one repeat: `correct_scope` says `response` there, and `document` where the
-document's value is given to each of its repeats. Only `generate_until` tasks log responses;
-a log of loglikelihood scores is refused.
+the document has one repeat, or when all its repeats are the same text (greedy decoding):
+`correct_scope` says `response` there, and `document` where the document's value is given to
+each of its differing repeats (`divscope grade` grades each on its own). Only `generate_until`
+tasks log responses; a log of loglikelihood scores is refused.
 """
 
 from __future__ import annotations
@@ -30,6 +31,16 @@ from __future__ import annotations
 import pyarrow as pa
 
 from . import Format, ReadContext, truth
+
+
+def correct_scope(responses: list[str]) -> str:
+    """Whether a document's metric is each of its responses' own (`response`: one response, or
+    all the same text) or only the document's (`document`).
+
+    >>> correct_scope(["a"]), correct_scope(["a", "a"]), correct_scope(["a", "b"])
+    ('response', 'response', 'document')
+    """
+    return "response" if len(set(responses)) <= 1 else "document"
 
 
 def _choose(raw: pa.Table, ctx: ReadContext) -> tuple[str, str]:
@@ -100,13 +111,14 @@ def read(raw: pa.Table, ctx: ReadContext) -> pa.Table:
             )
         answers = filtered[0] if filtered else None
         per_repeat = isinstance(answers, list) and len(answers) == len(repeats)
+        scope = correct_scope(repeats)
         for sample_id, response in enumerate(repeats):
             rows["prompt_id"].append(str(doc_id))
             rows["sample_id"].append(sample_id)
             rows["prompt"].append(arguments["gen_args_0"]["arg_0"])
             rows["response"].append(response)
             rows["correct"].append(correct[i])
-            rows["correct_scope"].append("response" if len(repeats) == 1 else "document")
+            rows["correct_scope"].append(scope)
             rows["answer"].append(target)
             rows["doc_id"].append(doc_id)
             rows["filter"].append(filter_key)

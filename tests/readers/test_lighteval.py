@@ -52,7 +52,9 @@ def test_lightevals_own_details_map_onto_trajectories():
     assert {r["task"] for r in rows} == {"custom|lab_arith|0"}
     # the default is the first metric, `em` (0: the model writes \boxed{N}, not N)
     assert table["correct"].to_pylist() == [False] * 5
-    assert table["correct_scope"].to_pylist() == ["response"] + ["document"] * 4
+    # document 1's two samples are the same text, document 2's differ
+    assert rows[1]["response"] == rows[2]["response"] != rows[3]["response"]
+    assert table["correct_scope"].to_pylist() == ["response"] * 3 + ["document"] * 2
 
 
 def test_correct_names_another_metric():
