@@ -125,3 +125,9 @@ def test_batch_padding_is_removed_given_the_tokenizer(tmp_path):
     table = FORMAT.read(read_raw(path), ReadContext(source=str(path), tokenizer=lambda: tokenizer))
     assert table["prompt_ids"].to_pylist() == [[10, 11, 12], [11, 11, 12]]
     assert table["response_ids"].to_pylist() == [[20, 21, eos], [21, 21]]
+
+
+def test_the_table_is_valid_trajectories():
+    from divscope.tables import read_trajectories_arrow
+
+    assert read_trajectories_arrow(read(LIGHTEVAL_FIXTURE)).num_rows == 5

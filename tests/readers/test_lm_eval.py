@@ -102,3 +102,9 @@ def test_detected_on_its_own_files_only(tmp_path):
     for name, paths in all_layouts(tmp_path).items():
         for path in paths:
             assert FORMAT.matches(read_raw(path).column_names) == (name == "lm-eval"), path
+
+
+def test_the_table_is_valid_trajectories():
+    from divscope.tables import read_trajectories_arrow
+
+    assert read_trajectories_arrow(read(LM_EVAL_FIXTURE)).num_rows == 6

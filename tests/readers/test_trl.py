@@ -76,3 +76,10 @@ def test_detected_on_its_own_files_only(tmp_path):
     for name, paths in all_layouts(tmp_path).items():
         for path in paths:
             assert FORMAT.matches(read_raw(path).column_names) == (name == "trl"), path
+
+
+def test_the_table_is_valid_trajectories(tmp_path):
+    from divscope.tables import read_trajectories_arrow
+
+    table = read(write_trl(tmp_path / "completions_00010.parquet"))
+    assert read_trajectories_arrow(table).num_rows == 4
