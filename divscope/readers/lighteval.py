@@ -19,7 +19,9 @@ metric (`--correct METRIC` names another). lighteval computes a metric once per 
 is a sample's own only when the document has one sample, or when all its samples are the same
 text: `correct_scope` says `response` there, and `document` where the document's value is given
 to each of its differing samples (`divscope.readers.lm_eval.correct_scope`). A loglikelihood
-task's details hold no generated text and are refused.
+task's details hold no generated text and are refused. An API backend's details (litellm,
+inference endpoints) hold text without token ids: they are read as `prompt` + `response`, which
+`score` tokenizes.
 
 lighteval's transformers backend pads a batch before it saves it (`pad_and_gather`, left padding
 of the prompts): `input_tokens` can start with pad tokens and `output_tokens` go on with pad
@@ -95,54 +97,6 @@ def read(raw: pa.Table, ctx: ReadContext) -> pa.Table:
     metric = raw.column("metric").combine_chunks()
     correct = truth(metric.field(chosen), chosen, ctx.source).to_pylist()
     values = {name: metric.field(name).to_pylist() for name in metric_names}
-    rows: dict[str, list] = {
-        name: []
-        for name in (
-            "prompt_id",
-            "sample_id",
-            "prompt_ids",
-            "response_ids",
-            "prompt",
-            "response",
-            "correct",
-            "correct_scope",
-            "answer",
-            "task",
-        )
-    }
-    kept = [name for name in metric_names if name not in rows]
-    rows.update({name: [] for name in kept})
-    docs = raw.column("doc").to_pylist()
-    responses = raw.column("model_response").to_pylist()
-    for i, (doc, response) in enumerate(zip(docs, responses, strict=True)):
-        samples = response.get("output_tokens") or []
-        texts = response.get("text") or []
-        if not texts or len(texts) != len(samples):
-            raise DivscopeError(
-                f"{ctx.source}: document {doc.get('id')!r} has {len(texts)} generated texts for "
-                f"{len(samples)} token sequences: divscope reads the details of lighteval's "
-                "generative tasks (a loglikelihood task's details hold no generated text)."
-            )
-        gold = doc.get("gold_index")
-        gold = gold[0] if isinstance(gold, list) else gold
-        choices = doc.get("choices") or []
-        prompt = response.get("input")
-        scope = correct_scope(texts)
-        for sample_id, (ids, text) in enumerate(zip(samples, texts, strict=True)):
-            rows["prompt_id"].append(doc.get("id") or str(i))
-            rows["sample_id"].append(sample_id)
-            rows["prompt_ids"].append(unpad_prompt(response.get("input_tokens") or []))
-            rows["response_ids"].append(unpad_response(ids))
-            rows["prompt"].append(prompt if isinstance(prompt, str) else None)
-            rows["response"].append(text)
-            rows["correct"].append(correct[i])
-            rows["correct_scope"].append(scope)
-            rows["answer"].append(
-                str(choices[gold]) if gold is not None and gold < len(choices) else None
-            )
-            rows["task"].append(doc.get("task_name"))
-            for name in kept:
-                rows[name].append(values[name][i])
     types = {
         "prompt_id": pa.large_string(),
         "sample_id": pa.int32(),
@@ -155,6 +109,48 @@ def read(raw: pa.Table, ctx: ReadContext) -> pa.Table:
         "answer": pa.large_string(),
         "task": pa.string(),
     }
+    rows: dict[str, list] = {name: [] for name in types}
+    kept = [name for name in metric_names if name not in rows]
+    rows.update({name: [] for name in kept})
+    docs = raw.column("doc").to_pylist()
+    responses = raw.column("model_response").to_pylist()
+    for i, (doc, response) in enumerate(zip(docs, responses, strict=True)):
+        texts = response.get("text") or []
+        if not texts:
+            raise DivscopeError(
+                f"{ctx.source}: document {doc.get('id')!r} has no generated text: divscope reads "
+                "the details of lighteval's generative tasks (a loglikelihood task's details "
+                "hold scores, not responses)."
+            )
+        # an API backend (litellm, endpoints) saves text without token ids
+        samples = response.get("output_tokens") or [None] * len(texts)
+        if len(samples) != len(texts):
+            raise DivscopeError(
+                f"{ctx.source}: document {doc.get('id')!r} has {len(texts)} generated texts for "
+                f"{len(samples)} token sequences; a lighteval details file has one of each per "
+                "sample."
+            )
+        prompt_ids = unpad_prompt(response.get("input_tokens") or [])
+        gold = doc.get("gold_index")
+        gold = gold[0] if isinstance(gold, list) else gold
+        choices = doc.get("choices") or []
+        prompt = response.get("input")
+        scope = correct_scope(texts)
+        for sample_id, (ids, text) in enumerate(zip(samples, texts, strict=True)):
+            rows["prompt_id"].append(doc.get("id") or str(i))
+            rows["sample_id"].append(sample_id)
+            rows["prompt_ids"].append(prompt_ids if ids is not None else None)
+            rows["response_ids"].append(unpad_response(ids) if ids is not None else None)
+            rows["prompt"].append(prompt if isinstance(prompt, str) else None)
+            rows["response"].append(text)
+            rows["correct"].append(correct[i])
+            rows["correct_scope"].append(scope)
+            rows["answer"].append(
+                str(choices[gold]) if gold is not None and gold < len(choices) else None
+            )
+            rows["task"].append(doc.get("task_name"))
+            for name in kept:
+                rows[name].append(values[name][i])
     metric_type = raw.schema.field("metric").type
     table = pa.table(
         {
@@ -162,8 +158,14 @@ def read(raw: pa.Table, ctx: ReadContext) -> pa.Table:
             for name, column in rows.items()
         }
     )
-    if pc.all(pc.is_null(table.column("prompt"))).as_py():
-        table = table.drop_columns(["prompt"])
+    for absent in ("prompt", "prompt_ids", "response_ids"):
+        if pc.all(pc.is_null(table.column(absent))).as_py():
+            table = table.drop_columns([absent])
+    if not {"prompt", "prompt_ids"} & set(table.column_names):
+        raise DivscopeError(
+            f"{ctx.source}: lighteval's details hold neither the prompts' token ids nor their "
+            "text (the model's input was a list of messages): divscope cannot rebuild the prompts."
+        )
     return table
 
 

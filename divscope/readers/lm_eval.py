@@ -58,7 +58,7 @@ def _choose(raw: pa.Table, ctx: ReadContext) -> tuple[str, str]:
             f"{ctx.source}: lm-eval filter {filter_key!r} (--correct {ctx.correct}) is not in "
             f"this log; its filters are {filters}: give --correct METRIC,FILTER with one of them."
         )
-    if metric not in raw.column_names or metric in ("doc_id", "doc", "target", "filter"):
+    if metric not in raw.column_names or metric not in (metrics or [metric]):
         raise DivscopeError(
             f"{ctx.source}: lm-eval metric {metric!r} is not a column of this log; its metrics "
             f"are {metrics}: give --correct METRIC (or METRIC,FILTER) with one of them."
@@ -76,22 +76,22 @@ def read(raw: pa.Table, ctx: ReadContext) -> pa.Table:
     raw = raw.filter(pc.equal(raw.column("filter"), filter_key))
     metrics = raw.column("metrics")[0].as_py() if "metrics" in raw.column_names else [metric]
     correct = truth(raw.column(metric), metric, ctx.source).to_pylist()
-    own = (
-        "prompt_id",
-        "sample_id",
-        "prompt",
-        "response",
-        "correct",
-        "correct_scope",
-        "answer",
-        "doc_id",
-        "filter",
-        "filtered_response",
-    )
-    metric_values = {
-        m: raw.column(m).to_pylist() for m in metrics if m in raw.column_names and m not in own
+    types = {
+        "prompt_id": pa.large_string(),
+        "sample_id": pa.int32(),
+        "prompt": pa.large_string(),
+        "response": pa.large_string(),
+        "correct": pa.bool_(),
+        "correct_scope": pa.string(),
+        "answer": pa.large_string(),
+        "doc_id": pa.int64(),
+        "filter": pa.string(),
+        "filtered_response": pa.large_string(),
     }
-    rows: dict[str, list] = {name: [] for name in (*own, *metric_values)}
+    metric_values = {
+        m: raw.column(m).to_pylist() for m in metrics if m in raw.column_names and m not in types
+    }
+    rows: dict[str, list] = {name: [] for name in (*types, *metric_values)}
     for i, (doc_id, arguments, resps, filtered, target) in enumerate(
         zip(
             raw.column("doc_id").to_pylist(),
@@ -126,18 +126,6 @@ def read(raw: pa.Table, ctx: ReadContext) -> pa.Table:
             rows["filtered_response"].append(None if answer is None else str(answer))
             for name, values in metric_values.items():
                 rows[name].append(values[i])
-    types = {
-        "prompt_id": pa.large_string(),
-        "sample_id": pa.int32(),
-        "prompt": pa.large_string(),
-        "response": pa.large_string(),
-        "correct": pa.bool_(),
-        "correct_scope": pa.string(),
-        "answer": pa.large_string(),
-        "doc_id": pa.int64(),
-        "filter": pa.string(),
-        "filtered_response": pa.large_string(),
-    }
     return pa.table(
         {
             name: pa.array(values, types.get(name) or raw.schema.field(name).type)

@@ -90,6 +90,23 @@ def test_written_layout_and_prompts_given_as_messages(tmp_path):
     assert "prompt" not in read(path).column_names
 
 
+def test_an_api_backends_text_is_read_without_ids(tmp_path):
+    path = write_lighteval(tmp_path / "details_api.parquet")
+    raw = pq.read_table(path).to_pylist()
+    for row in raw:
+        row["model_response"]["input_tokens"] = []
+        row["model_response"]["output_tokens"] = []
+    pq.write_table(pa.Table.from_pylist(raw), path)
+    table = read(path)
+    assert not {"prompt_ids", "response_ids"} & set(table.column_names)
+    assert table["prompt"].to_pylist() == [row["doc"]["query"] for row in raw]
+    for row in raw:
+        row["model_response"]["input"] = [{"role": "user", "content": row["doc"]["query"]}]
+    pq.write_table(pa.Table.from_pylist(raw), path)
+    with pytest.raises(DivscopeError, match="neither the prompts' token ids nor their text"):
+        read(path)
+
+
 def test_a_loglikelihood_task_is_refused(tmp_path):
     path = write_lighteval(tmp_path / "details_mc.parquet", loglikelihood=True)
     with pytest.raises(DivscopeError, match="generative tasks"):
