@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from . import Format, ReadContext, truth
 
-_FIXED = ("step", "prompt", "completion", "advantage", "image")
+_FIXED = ("step", "prompt", "completion", "advantage")
 """The columns TRL writes besides the rewards and extras."""
 
 _ACCURACY = "accuracy_reward"
@@ -78,7 +78,7 @@ def read(raw: pa.Table, ctx: ReadContext) -> pa.Table:
     if graded is not None:
         columns["correct"] = truth(raw.column(graded), graded, ctx.source)
     for name in raw.column_names:
-        if name not in columns and name not in ("completion", "image"):
+        if name not in columns and name != "completion":
             columns[name] = raw.column(name)
     return pa.table(columns)
 
