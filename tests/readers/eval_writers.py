@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 FIXTURES = Path(__file__).parent / "fixtures"
+TRL_FIXTURE = FIXTURES / "completions_00001.parquet"
 LM_EVAL_FIXTURE = FIXTURES / "samples_lab_arith_2026-12-05T23-01-07.463141.jsonl"
 LIGHTEVAL_FIXTURE = FIXTURES / "details_custom_lab_arith_0_2026-12-05T23-12-47.049747.parquet"
 
@@ -135,7 +136,7 @@ def read_raw(path: Path) -> pa.Table:
 def all_layouts(tmp_path: Path) -> dict[str, list[Path]]:
     """Each format's files: the ones written here, and the upstream-written fixtures."""
     return {
-        "trl": [write_trl(tmp_path / "completions_00010.parquet")],
+        "trl": [write_trl(tmp_path / "completions_00010.parquet"), TRL_FIXTURE],
         "lm-eval": [write_lm_eval(tmp_path / "samples_toy.jsonl"), LM_EVAL_FIXTURE],
         "lighteval": [write_lighteval(tmp_path / "details_toy.parquet"), LIGHTEVAL_FIXTURE],
     }

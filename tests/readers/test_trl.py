@@ -6,7 +6,7 @@ import pytest
 
 from divscope.errors import DivscopeError
 from divscope.readers import ReadContext, format_module
-from tests.readers.eval_writers import all_layouts, read_raw, write_trl
+from tests.readers.eval_writers import TRL_FIXTURE, all_layouts, read_raw, write_trl
 
 FORMAT = format_module("trl").FORMAT
 
@@ -32,6 +32,27 @@ def test_columns_map_onto_trajectories(tmp_path):
     assert [r["correct"] for r in rows] == [True, False, True, False]
     assert {r["step"] for r in rows} == {10}
     assert table.schema.field("sample_id").type == pa.int32()
+
+
+def test_trls_own_log_maps_onto_trajectories():
+    raw = read_raw(TRL_FIXTURE)
+    table = read(TRL_FIXTURE)
+    # two rewards of the user's own, none called accuracy_reward: ungraded unless --correct
+    assert table.column_names == [
+        "prompt_id",
+        "sample_id",
+        "prompt",
+        "response",
+        "step",
+        "boxed_answer",
+        "ends_with_period",
+        "advantage",
+    ]
+    assert table["response"].equals(raw["completion"])
+    assert table["sample_id"].to_pylist() == [0, 1, 0, 1]
+    assert len(set(table["prompt_id"].to_pylist())) == 2
+    graded = read(TRL_FIXTURE, correct="boxed_answer")
+    assert graded["correct"].to_pylist() == [v > 0 for v in raw["boxed_answer"].to_pylist()]
 
 
 def test_prompt_ids_are_the_same_in_every_step(tmp_path):
