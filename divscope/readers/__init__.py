@@ -58,6 +58,10 @@ class Format:
     decoded: bool = True
     """Whether its text was decoded from the generated ids (a dump, a log), so that ids rebuilt
     from it are checked for drift; False for text chosen as the input (divscope's own)."""
+    applies_correct: bool = False
+    """Whether its reader applies `--correct` itself (a metric of a nested log, e.g. lm-eval's
+    `exact_match,flexible-extract`); else `read_responses` takes that column of its output or
+    of the file."""
 
     def matches(self, columns: list[str]) -> bool:
         """Whether a file with `columns` is of this format."""
@@ -117,6 +121,18 @@ def format_module(name: str):
     return importlib.import_module(format_module_name(name))
 
 
+def prompt_key(text: str) -> str:
+    """The `prompt_id` of a prompt known by its text alone (verl's and TRL's logs): the first 16
+    hex digits of its SHA-256, the same whatever the file's order or step.
+
+    >>> prompt_key("user\\nWhat is 2 + 2?\\nassistant\\n")
+    '9a4fee75e7924518'
+    """
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def truth(values: pa.Array | pa.ChunkedArray, column: str, source: str) -> pa.Array:
     """A file's reward or metric column as `correct`: booleans as they are, numbers as
     `value > 0` (verl's and TRL's rewards are 1/0 or 1/-1; lm-eval's and lighteval's metrics 1/0),
@@ -153,14 +169,7 @@ def truth(values: pa.Array | pa.ChunkedArray, column: str, source: str) -> pa.Ar
 
 def formats() -> list[Format]:
     """Every known format, in detection order."""
-    found = []
-    for name in FORMATS:
-        try:
-            found.append(format_module(name).FORMAT)
-        except ModuleNotFoundError as error:  # until the eval readers land
-            if error.name != format_module_name(name):
-                raise
-    return found
+    return [format_module(name).FORMAT for name in FORMATS]
 
 
 def format_module_name(name: str) -> str:
@@ -234,7 +243,7 @@ def read_responses(
     loader = cache(tokenizer) if tokenizer is not None else None
     context = ReadContext(source, reading.correct, reading.prompts, reading.system_prompt, loader)
     table = found.read(raw, context)
-    if reading.correct is not None:
+    if reading.correct is not None and not found.applies_correct:
         table = _with_correct(table, raw, reading.correct, source)
     drifted = None
     if loader is not None and "response_ids" not in table.column_names:
@@ -370,6 +379,7 @@ __all__ = [
     "format_module",
     "format_module_name",
     "formats",
+    "prompt_key",
     "read_responses",
     "reading_info",
     "require_graded",

@@ -173,4 +173,5 @@ FORMAT = Format(
     name="lighteval",
     expected=("doc", "model_response", "metric"),
     read=read,
+    applies_correct=True,
 )

@@ -138,4 +138,5 @@ FORMAT = Format(
     name="lm-eval",
     expected=("doc_id", "arguments", "resps", "filtered_resps", "filter"),
     read=read,
+    applies_correct=True,
 )

@@ -18,25 +18,14 @@ that name, the file is left ungraded: `--correct COLUMN` names the reward to use
 
 from __future__ import annotations
 
-import hashlib
-
 import pyarrow as pa
 
-from . import Format, ReadContext, truth
+from . import Format, ReadContext, prompt_key, truth
 
 _FIXED = ("step", "prompt", "completion", "advantage")
 """The columns TRL writes besides the rewards and extras."""
 
 _ACCURACY = "accuracy_reward"
-
-
-def text_prompt_id(prompt: str) -> str:
-    """A prompt's id from its text: the first 12 hex digits of its SHA-256.
-
-    >>> text_prompt_id("2+2=")
-    '20243c49d24c'
-    """
-    return hashlib.sha256(prompt.encode()).hexdigest()[:12]
 
 
 def _correct_column(raw: pa.Table, ctx: ReadContext) -> str | None:
@@ -62,7 +51,7 @@ def _correct_column(raw: pa.Table, ctx: ReadContext) -> str | None:
 def read(raw: pa.Table, ctx: ReadContext) -> pa.Table:
     """A TRL completion log -> trajectory columns (see the module's docstring)."""
     prompts = raw.column("prompt").to_pylist()
-    prompt_ids = [text_prompt_id(p) for p in prompts]
+    prompt_ids = [prompt_key(p) for p in prompts]
     seen: dict[str, int] = {}
     sample_ids = []
     for pid in prompt_ids:
@@ -87,4 +76,5 @@ FORMAT = Format(
     name="trl",
     expected=("step", "prompt", "completion", "advantage"),
     read=read,
+    applies_correct=True,
 )
