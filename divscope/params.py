@@ -125,9 +125,17 @@ class ModelPair:
     """
 
     base: str
-    """Base model: a local directory or a hub id."""
+    """Base model: a local directory or a hub id, ID[/SUBFOLDER][@REVISION]."""
     rl: str | None = None
-    """RL-fine-tuned model: a local directory or a hub id."""
+    """RL-fine-tuned model: a local directory or a hub id, ID[/SUBFOLDER][@REVISION] (e.g.
+    org/run@step-400, an intermediate checkpoint's branch)."""
+    base_revision: str | None = None
+    """Hub branch, tag or commit of --base (the same as --base ID@REVISION)."""
+    rl_revision: str | None = None
+    """Hub branch, tag or commit of --rl (the same as --rl ID@REVISION)."""
+    subfolder: str | None = None
+    """Folder of --rl's repository or directory that holds the model, e.g. step-400 (an
+    intermediate checkpoint); the tokenizer is read from it, else from the root."""
     placement: Placement = Placement()
     """Devices and dtypes."""
     allow_tokenizer_mismatch: bool = False

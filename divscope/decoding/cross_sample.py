@@ -178,7 +178,7 @@ def cross_sample(
     from divscope import __version__
     from divscope.decoding.lockstep import planned
     from divscope.distributed import current_world
-    from divscope.models.pair import open_pair
+    from divscope.models.pair import model_names, open_pair
     from divscope.output import Parts, check_output, frame_digest, share_note
     from divscope.prompts import read_prompts_arrow
     from divscope.tables import conform, read_arrow
@@ -214,7 +214,7 @@ def cross_sample(
             users = ", ".join(p.name for p in policies if name in p.models)
             who = f"policy {users}" if users else "--delta-alignment (all four models)"
             raise DivscopeError(f"{who} needs --{name.replace('_', '-')}.")
-    model_paths = {name: getattr(models, name) for name in needed}
+    model_paths = {name: str(path) for name, path in model_names(models, needed).items()}
     # The units of work: each chunk of prompts under each setting (policy, budget and forced
     # prefix). Every setting decodes the same chunks, so the models see identical batches
     # across settings and the reproduction invariants between policies hold bit for bit.
@@ -277,7 +277,7 @@ def cross_sample(
         metadata = {
             **settings,
             "models": pair.describe(loaded.models),
-            "prompts": str(Path(prompts)),
+            "prompts": str(prompts),  # as given: an hf:// path keeps its //
             "policies": [{"policy": p.name, **p.params()} for p in policies],
             "budgets": list(budgets),
             "force_prefix_ids": list(loaded.prefix_ids),

@@ -30,6 +30,7 @@ from divscope.generation.engine import (
     VLLMOptions,
 )
 from divscope.memory_plan import format_bytes, parse_memory
+from divscope.models.names import ModelName, parse
 from divscope.output import check_output, frame_digest, share_note, written
 from divscope.params import LIBRARY_ONLY, Flag, PartedOutput, SinglePlacement
 from divscope.progress import Progress, note
@@ -150,7 +151,8 @@ def generate(
     Args:
         prompts: Prompts: Parquet or JSONL with prompt_id and prompt (text) or prompt_ids,
             optional answer and other columns (carried into every response row).
-        model: The model: a local directory or a hub id.
+        model: The model: a local directory or a hub id, ID[/SUBFOLDER][@REVISION] (e.g.
+            org/run@step-400).
         out: the trajectories (or their path): a directory of per-prompt parts, or a `.parquet`
             / `.jsonl` file assembled when all prompts are done. `resume` skips the prompts
             already written, after checking that the settings and prompts are the same;
@@ -190,6 +192,7 @@ def generate(
     from divscope.prompts import chat_prompts, prompt_texts, prompt_token_ids, read_prompts_arrow
 
     out = PartedOutput.of(out)
+    name = parse(model, flag="--model")
     device, device_map = placement.device, placement.device_map
     if config.engine == "vllm" and (device != DEVICE or device_map is not None):
         flag = "--device-map" if device_map is not None else f"--device {device}"
@@ -205,7 +208,7 @@ def generate(
         )
     check_output(out.path, world)
     frame = read_prompts_arrow(prompts)
-    tokenizer = load_tokenizer(model)
+    tokenizer = load_tokenizer(name)
     if config.chat_template:
         texts, ids = chat_prompts(frame, tokenizer, source=str(prompts))
     else:
@@ -213,7 +216,7 @@ def generate(
         texts = prompt_texts(frame, ids, tokenizer)
     keys = frame["prompt_id"].to_pylist()
     parts = Parts.start(
-        out.path, "generate", _settings(model, config, keys, ids), len(keys),
+        out.path, "generate", _settings(str(name), config, keys, ids), len(keys),
         resume=out.resume, overwrite=out.overwrite, world=world,
     )  # fmt: skip
     mine = [] if parts.finished else world.share([len(x) for x in ids])
@@ -223,13 +226,14 @@ def generate(
     requests = [(keys[i], ids[i]) for i in todo]
     engine = (
         _engine(
-            model, tokenizer, config, placement.dtype, world.device(device), device_map, progress
+            name, tokenizer, config, placement.dtype, world.device(device), device_map, progress
         )  # fmt: skip
         if todo
         else None
     )
     if engine is not None:
         note(engine.check(requests), enabled=progress)  # fail before any work, not midway
+    metadata = parts.settings | {"models": {"model": name.describe()}}  # its commit, if known
     n_responses = n_finished = n_tokens = 0
     with Progress(
         len(mine),
@@ -240,12 +244,12 @@ def generate(
     ) as bar:
         for j, responses in engine.sample(requests) if engine is not None else ():
             i = todo[j]
-            part = _part(keys[i], texts[i], ids[i], responses, tokenizer, model)
+            part = _part(keys[i], texts[i], ids[i], responses, tokenizer, str(name))
             extra = carried.take([i] * len(responses))  # the prompt's other columns, repeated
             rows = pa.Table.from_arrays(
                 [*part.columns, *extra.columns], names=[*part.column_names, *extra.column_names]
             )
-            parts.write(i, rows, parts.settings)
+            parts.write(i, rows, metadata)
             n_responses += len(responses)
             n_finished += sum(r.finished for r in responses)
             n_tokens += sum(len(r.response_ids) for r in responses)
@@ -278,7 +282,7 @@ def _settings(model: str, config: GenerateConfig, keys: list[str], ids: list[lis
 
 
 def _engine(
-    model: str,
+    model: ModelName,
     tokenizer: Any,
     config: GenerateConfig,
     dtype: str,

@@ -101,7 +101,7 @@ def score(
     from divscope.tables import attach_ids, list_lengths, read_columns, read_trajectories_arrow
 
     out = PartedOutput.of(out)
-    base, rl, placement = models.base, models.rl, models.placement
+    placement = models.placement
     world = current_world(out.shard, placement.device, placement.device_map)
     check_output(out.path, world)
     # Cheap checks first: a bad file or an existing output should not wait for model loading.
@@ -120,7 +120,7 @@ def score(
         "trajectories_sha256": frame_digest(
             frame.select(["prompt_id", "sample_id", "model", "prompt_ids", "response_ids"])
         ),
-        "models": {"base": base, "rl": rl},
+        "models": {name: str(path) for name, path in pair.paths.items()},
         "source": config.source,
         "top_p": config.stats.top_p,
         "temperature": config.stats.temperature,
@@ -153,8 +153,10 @@ def score(
         metadata = {
             **settings,
             "models": pair.describe(loaded),
-            "trajectories": str(Path(trajectories)),
-            "sources": source_roles(sorted(pc.unique(named).to_pylist()), base, rl),
+            "trajectories": str(trajectories),  # as given: an hf:// path keeps its //
+            "sources": source_roles(
+                sorted(pc.unique(named).to_pylist()), *map(str, pair.paths.values())
+            ),
             "tokenizers": compatibility.metadata(),
             "batch_tokens": config.batch_tokens,  # as planned (`--max-memory`) or given
             "chunk_rows": config.chunk_rows,
