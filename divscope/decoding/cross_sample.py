@@ -11,7 +11,6 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import pyarrow as pa
@@ -181,7 +180,7 @@ def cross_sample(
     from divscope.models.pair import model_names, open_pair
     from divscope.output import Parts, check_output, frame_digest, share_note
     from divscope.prompts import read_prompts_arrow
-    from divscope.tables import conform, read_arrow
+    from divscope.tables import conform, input_name, read_arrow
 
     models, out = CrossSampleModels.of(models), PartedOutput.of(out)
     policies = Policies.of(policies).build(config.sampling)
@@ -277,7 +276,7 @@ def cross_sample(
         metadata = {
             **settings,
             "models": pair.describe(loaded.models),
-            "prompts": str(prompts),  # as given: an hf:// path keeps its //
+            "prompts": input_name(prompts),
             "policies": [{"policy": p.name, **p.params()} for p in policies],
             "budgets": list(budgets),
             "force_prefix_ids": list(loaded.prefix_ids),

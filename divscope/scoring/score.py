@@ -98,7 +98,13 @@ def score(
     from divscope.output import Parts, check_output, frame_digest, share_note
     from divscope.progress import note
     from divscope.scoring.engine import planned, score_trajectories, with_source
-    from divscope.tables import attach_ids, list_lengths, read_columns, read_trajectories_arrow
+    from divscope.tables import (
+        attach_ids,
+        input_name,
+        list_lengths,
+        read_columns,
+        read_trajectories_arrow,
+    )
 
     out = PartedOutput.of(out)
     placement = models.placement
@@ -153,7 +159,7 @@ def score(
         metadata = {
             **settings,
             "models": pair.describe(loaded),
-            "trajectories": str(trajectories),  # as given: an hf:// path keeps its //
+            "trajectories": input_name(trajectories),
             "sources": source_roles(
                 sorted(pc.unique(named).to_pylist()), *map(str, pair.paths.values())
             ),
