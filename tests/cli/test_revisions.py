@@ -8,6 +8,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from divscope.analyses.study import evolution_steps
 from divscope.cli import app
 from divscope.io import read_metadata, read_table
 
@@ -40,6 +41,7 @@ def test_score_records_the_revision_its_commit_and_the_hf_input(tmp_path, offlin
     assert (rl["name_or_path"], rl["revision"], rl["commit_hash"]) == ("org/run", "step-1", step)
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["settings"]["models"]["rl"] == "org/run@step-1"
+    assert evolution_steps([str(out)]) == {1: out}  # the step, from the revision
 
 
 def test_generate_names_its_model_with_the_revision(tmp_path, offline_hub):
