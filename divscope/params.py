@@ -118,7 +118,8 @@ class Placement(SinglePlacement):
 
 @dataclass(frozen=True)
 class ModelPair:
-    """The base model, its RL twin, where they run and how their vocabularies are checked.
+    """The base model, its RL twin (each at a revision), where they run and how their
+    vocabularies are checked.
 
     >>> ModelPair("Qwen/Qwen2.5-Math-7B", "sail/Qwen2.5-Math-7B-Oat-Zero").rl
     'sail/Qwen2.5-Math-7B-Oat-Zero'
@@ -129,6 +130,11 @@ class ModelPair:
     rl: str | None = None
     """RL-fine-tuned model: a local directory or a hub id, ID[/SUBFOLDER][@REVISION] (e.g.
     org/run@step-400, an intermediate checkpoint's branch)."""
+    placement: Placement = Placement()
+    """Devices and dtypes."""
+    allow_tokenizer_mismatch: bool = False
+    """Compare models whose ordinary vocabularies differ (experts only): at the ids whose
+    tokens differ the divergences compare different strings."""
     base_revision: str | None = None
     """Hub branch, tag or commit of --base (the same as --base ID@REVISION)."""
     rl_revision: str | None = None
@@ -136,11 +142,6 @@ class ModelPair:
     subfolder: str | None = None
     """Folder of --rl's repository or directory that holds the model, e.g. step-400 (an
     intermediate checkpoint); the tokenizer is read from it, else from the root."""
-    placement: Placement = Placement()
-    """Devices and dtypes."""
-    allow_tokenizer_mismatch: bool = False
-    """Compare models whose ordinary vocabularies differ (experts only): at the ids whose
-    tokens differ the divergences compare different strings."""
 
 
 @dataclass(frozen=True)
