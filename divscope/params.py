@@ -126,10 +126,10 @@ class ModelPair:
     """
 
     base: str
-    """Base model: a local directory or a hub id, ID[/SUBFOLDER][@REVISION]."""
+    """Base model: a local directory or a hub id (ID@REVISION, ID/SUBFOLDER too)."""
     rl: str | None = None
-    """RL-fine-tuned model: a local directory or a hub id, ID[/SUBFOLDER][@REVISION] (e.g.
-    org/run@step-400, an intermediate checkpoint's branch)."""
+    """RL-fine-tuned model: a local directory or a hub id; ID@REVISION names a branch, tag or
+    commit (org/run@step-400, an intermediate checkpoint), ID/SUBFOLDER a folder of it."""
     placement: Placement = Placement()
     """Devices and dtypes."""
     allow_tokenizer_mismatch: bool = False

@@ -151,8 +151,8 @@ def generate(
     Args:
         prompts: Prompts: Parquet or JSONL with prompt_id and prompt (text) or prompt_ids,
             optional answer and other columns (carried into every response row).
-        model: The model: a local directory or a hub id, ID[/SUBFOLDER][@REVISION] (e.g.
-            org/run@step-400).
+        model: The model: a local directory or a hub id, also ID@REVISION (e.g.
+            org/run@step-400) and ID/SUBFOLDER (a folder of the repository).
         out: the trajectories (or their path): a directory of per-prompt parts, or a `.parquet`
             / `.jsonl` file assembled when all prompts are done. `resume` skips the prompts
             already written, after checking that the settings and prompts are the same;
