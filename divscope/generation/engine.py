@@ -269,16 +269,17 @@ class VLLMEngine:
         else:  # one output per prompt, once all of its n samples are done
             self.output_kind = {"output_kind": RequestOutputKind.FINAL_ONLY}
         self.vllm, self.sampling, self.calls = vllm, sampling, itertools.count()
+        revision = name.revision
+        at = {"revision": revision, "tokenizer_revision": revision} if revision else {}
         try:
             self.llm = vllm.LLM(
                 model=name.id,
-                revision=name.revision,
-                tokenizer_revision=name.revision,
                 dtype=dtype,
                 seed=sampling.seed,
                 tensor_parallel_size=options.tensor_parallel_size,
                 gpu_memory_utilization=options.gpu_memory_utilization,
                 max_model_len=options.max_model_len,
+                **at,
             )
         except ValueError as error:  # vLLM's configuration errors
             raise DivscopeError(
