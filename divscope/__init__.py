@@ -35,6 +35,7 @@ _EXPORTS: dict[str, str] = {
     "score": "divscope.scoring.score",
     "watch": "divscope.monitor.watch",
     "weights": "divscope.scoring.weights",
+    "Chat": "divscope.params",
     "DecodeConfig": "divscope.decoding.lockstep",
     "GenerateConfig": "divscope.generation.generate",
     "GradeConfig": "divscope.grading.table",
