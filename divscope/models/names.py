@@ -125,7 +125,7 @@ def parse(
     """
     text = os.fspath(name)
     if Path(text).exists():  # a local directory wins, `@` and all
-        check_not_sharded(Path(text), flag)
+        check_not_sharded(Path(text, subfolder or ""), flag)
         if revision:
             raise DivscopeError(
                 f"{flag}-revision {revision}: {flag} {text} is a local directory, which has no "

@@ -149,9 +149,10 @@ def test_a_verl_fsdp_checkpoint_gets_the_merge_command(tmp_path):
         f"python -m verl.model_merger merge --backend fsdp --local_dir {actor} "
         f"--target_dir {actor.parent / 'merged_hf_model'}"
     )
-    for given in (actor, actor.parent):  # the actor folder, or the step's
-        with pytest.raises(DivscopeError) as raised:
-            open_pair(ModelPair(f"{LAB}/base", str(given)))
+    for given, subfolder in ((actor, None), (actor.parent, None), (tmp_path, "global_step_40")):
+        with pytest.raises(DivscopeError) as raised:  # the actor folder, the step's, the run's
+            open_pair(ModelPair(f"{LAB}/base", str(given), subfolder=subfolder))
+        given = Path(given, subfolder or "")
         message = str(raised.value)
         assert f"--rl {given}: a verl FSDP checkpoint" in message
         assert f"\n    {command}\nthen pass --rl {actor.parent / 'merged_hf_model'}." in message
