@@ -161,7 +161,7 @@ def check_not_sharded(path: Path, flag: str = "--rl") -> None:
     """Refuse a verl FSDP checkpoint (`global_step_N/` or its `actor/`, holding
     `model_world_size_W_rank_R.pt` shards): transformers cannot load it; the message gives
     the command that merges it into a Hugging Face directory (verl's `model_merger`; the legacy
-    script for checkpoints without `fsdp_config.json`, from before verl 0.4).
+    script for checkpoints of older verl releases, without `fsdp_config.json`).
 
     Raises:
         DivscopeError: naming the checkpoint, with the merge command.

@@ -127,7 +127,7 @@ def test_a_model_missing_from_the_offline_cache_names_itself(offline_hub):
 def _verl_checkpoint(root, *, fsdp_config: bool = True, whole: bool = False):
     """A verl FSDP checkpoint's layout (verl/utils/checkpoint/fsdp_checkpoint_manager.py):
     `global_step_N/actor/` with one model, optimizer and extra-state shard per rank, the
-    `fsdp_config.json` (verl >= 0.4) and a `huggingface/` folder (config and tokenizer; the
+    `fsdp_config.json` (recent verl releases) and a `huggingface/` folder (config and tokenizer; the
     whole weights too when `hf_model` is among the checkpoint's contents)."""
     actor = root / "global_step_40" / "actor"
     (actor / "huggingface").mkdir(parents=True)
