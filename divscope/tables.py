@@ -19,6 +19,7 @@ import shlex
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
@@ -81,10 +82,12 @@ def read_arrow(path: str | os.PathLike) -> pa.Table:
 
 HUB_PATH = re.compile(
     r"hf:/+(?:(?P<kind>datasets|spaces)/)?(?P<repo>[^/@]+/[^/@]+)"
-    r"(?:@(?P<revision>refs/pr/\d+|[^/]+))?/(?P<file>.+)"
+    r"(?:@(?P<revision>refs/pr/\d+|refs/convert/parquet|[^/]+))?/(?P<file>.+)"
 )
 """A file of a Hub repository, as polars and `huggingface_hub.HfFileSystem` name it:
-`hf://datasets/ORG/NAME[@REVISION]/PATH` (`hf://ORG/NAME/...` for a model repository)."""
+`hf://datasets/ORG/NAME[@REVISION]/PATH` (`hf://ORG/NAME/...` for a model repository; a
+revision may be URL-quoted, `refs%2Fpr%2F1`, and `~parquet` is the Hub's Parquet conversion,
+`refs/convert/parquet`)."""
 
 
 def is_hub_path(path: Any) -> bool:
@@ -132,7 +135,8 @@ def local_path(path: str | os.PathLike) -> Path:
     from huggingface_hub.errors import EntryNotFoundError
 
     kind = (found["kind"] or "models").removesuffix("s")
-    revision = found["revision"]
+    revision = found["revision"] and unquote(found["revision"])
+    revision = "refs/convert/parquet" if revision == "~parquet" else revision
     try:
         return Path(
             hf_hub_download(found["repo"], found["file"], repo_type=kind, revision=revision)

@@ -27,6 +27,12 @@ def test_hf_prompts_and_trajectories_are_read_from_the_hub_cache(offline_hub):
     # As the command line passes it: a Path, which collapses the `//`.
     assert read_table(Path("hf://datasets/org/study/data/eval.jsonl")).height == 256
     assert read_reference("hf://datasets/org/study@v2/rollouts/t.jsonl").height == 512
+    # The Hub's Parquet conversion, by its alias and its quoted name.
+    offline_hub.add("org/study", LAB / "prompts/eval.jsonl", folder="default/test/0.jsonl",
+                    kind="dataset", revision="refs/convert/parquet")  # fmt: skip
+    for revision in ("~parquet", "refs%2Fconvert%2Fparquet", "refs/convert/parquet"):
+        given = f"hf://datasets/org/study@{revision}/default/test/0.jsonl"
+        assert read_prompts_arrow(given).num_rows == 256
 
 
 def test_an_hf_token_table_is_read_with_its_metadata(offline_hub, lab_tokens_path):
