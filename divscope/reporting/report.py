@@ -116,7 +116,7 @@ def draw_figures(
 
 
 def report(
-    study: Study,
+    study: Annotated[Study, Flag(omit=("prompts", "system_prompt"))],
     out: Output,
     metrics: Metrics = Metrics(),  # noqa: B008 (frozen, hashable)
     recovery: Recovery = Recovery(),  # noqa: B008 (frozen, hashable)
