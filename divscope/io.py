@@ -34,6 +34,7 @@ from divscope.progress import note
 from divscope.schema import CROSS_SAMPLE, TOKEN_TABLE_ARROW, require_columns
 from divscope.tables import (
     attach_ids,
+    is_hub_path,
     read_file,
     read_trajectories_arrow,
     token_table_files,
@@ -177,7 +178,7 @@ def scan_token_table(path: str | os.PathLike) -> pl.LazyFrame:
     >>> scan_token_table(lab_tokens).select("prompt_id", "sample_id").unique().collect().height
     8
     """
-    files = token_table_files(Path(path))
+    files = token_table_files(path)
     try:
         frame = pl.scan_parquet(files)
         columns = frame.collect_schema().names()
@@ -212,7 +213,7 @@ def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
     >>> metadata["top_p"], metadata["temperature"]
     (0.7, 1.0)
     """
-    first = token_table_files(Path(path))[0]
+    first = token_table_files(path)[0]
     try:
         metadata = pq.read_schema(first).metadata or {}
     except Exception as error:
@@ -295,8 +296,8 @@ def read_reference(reference: str | os.PathLike | None) -> str | pl.DataFrame | 
     if reference is None:
         return None
     path = Path(reference)
-    if path.exists():
-        return read_table(path)
+    if is_hub_path(reference) or path.exists():
+        return read_table(reference)
     suffixes = (*PARQUET_SUFFIXES, *JSONL_SUFFIXES)
     if isinstance(reference, os.PathLike) or len(path.parts) > 1 or path.suffix in suffixes:
         raise DivscopeError(

@@ -118,21 +118,30 @@ class Placement(SinglePlacement):
 
 @dataclass(frozen=True)
 class ModelPair:
-    """The base model, its RL twin, where they run and how their vocabularies are checked.
+    """The base model, its RL twin (each at a revision), where they run and how their
+    vocabularies are checked.
 
     >>> ModelPair("Qwen/Qwen2.5-Math-7B", "sail/Qwen2.5-Math-7B-Oat-Zero").rl
     'sail/Qwen2.5-Math-7B-Oat-Zero'
     """
 
     base: str
-    """Base model: a local directory or a hub id."""
+    """Base model: a local directory or a hub id (ID@REVISION, ID/SUBFOLDER too)."""
     rl: str | None = None
-    """RL-fine-tuned model: a local directory or a hub id."""
+    """RL-fine-tuned model: a local directory or a hub id; ID@REVISION names a branch, tag or
+    commit (org/run@step-400, an intermediate checkpoint), ID/SUBFOLDER a folder of it."""
     placement: Placement = Placement()
     """Devices and dtypes."""
     allow_tokenizer_mismatch: bool = False
     """Compare models whose ordinary vocabularies differ (experts only): at the ids whose
     tokens differ the divergences compare different strings."""
+    base_revision: str | None = None
+    """Hub branch, tag or commit of --base (the same as --base ID@REVISION)."""
+    rl_revision: str | None = None
+    """Hub branch, tag or commit of --rl (the same as --rl ID@REVISION)."""
+    subfolder: str | None = None
+    """Folder of --rl's repository or directory that holds the model, e.g. step-400 (an
+    intermediate checkpoint); the tokenizer is read from it, else from the root."""
 
 
 @dataclass(frozen=True)

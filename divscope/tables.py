@@ -1,5 +1,8 @@
 """Arrow tables: what `score`, `generate` and `cross-sample` read and write, with pyarrow alone.
 
+Every input path may also be a file of a Hub repository, `hf://datasets/ORG/NAME[@REV]/PATH`
+(`local_path`: downloaded into the Hub cache, or found there offline).
+
 The scoring, generation and decoding path reads its inputs (trajectories, prompts) and writes
 its outputs (token tables, trajectories, cross-sample results) as `pyarrow.Table`s, so that it
 runs where polars is not installed (a GPU image: torch, transformers and pyarrow). Column types
@@ -11,9 +14,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
@@ -74,16 +80,89 @@ def read_arrow(path: str | os.PathLike) -> pa.Table:
     )
 
 
+HUB_PATH = re.compile(
+    r"hf:/+(?:(?P<kind>datasets|spaces)/)?(?P<repo>[^/@]+/[^/@]+)"
+    r"(?:@(?P<revision>refs/pr/\d+|refs/convert/parquet|[^/]+))?/(?P<file>.+)"
+)
+"""A file of a Hub repository, as polars and `huggingface_hub.HfFileSystem` name it:
+`hf://datasets/ORG/NAME[@REVISION]/PATH` (`hf://ORG/NAME/...` for a model repository; a
+revision may be URL-quoted, `refs%2Fpr%2F1`, and `~parquet` is the Hub's Parquet conversion,
+`refs/convert/parquet`)."""
+
+
+def is_hub_path(path: Any) -> bool:
+    """Whether `path` names a Hub file (`hf://...`; `Path` collapses it to `hf:/...`).
+
+    >>> is_hub_path(Path("hf://datasets/org/name/x.parquet")), is_hub_path("runs/x.parquet")
+    (True, False)
+    """
+    return isinstance(path, str | os.PathLike) and os.fspath(path).startswith("hf:/")
+
+
+def input_name(path: Any) -> str:
+    """How an output's metadata names an input path: as given, an `hf://` path with its `//`
+    (which the command line's `Path` collapsed).
+
+    >>> input_name(Path("hf://datasets/org/name/x.parquet"))
+    'hf://datasets/org/name/x.parquet'
+    """
+    return re.sub(r"^hf:/+", "hf://", str(path)) if is_hub_path(path) else str(path)
+
+
+def local_path(path: str | os.PathLike) -> Path:
+    """`path` on this machine: a local path as it is, or an `hf://` file (`HUB_PATH`) from the
+    Hub cache, downloaded there first when it is missing and the Hub can be reached
+    (`huggingface_hub.hf_hub_download`, which honours `HF_HUB_OFFLINE` and `HF_HUB_CACHE`).
+
+    >>> local_path("fixtures/lab/prompts/eval.jsonl").name
+    'eval.jsonl'
+
+    Raises:
+        DivscopeError: an `hf://` path that does not name a repository's file, or one that
+            could not be reached (offline, no network, no such repository, revision or file),
+            with the command that downloads a local copy.
+    """
+    if not is_hub_path(path):
+        return Path(path)
+    text = input_name(path)
+    found = HUB_PATH.fullmatch(text)
+    if found is None:
+        raise DivscopeError(
+            f"{text}: not a Hub file; write hf://datasets/ORG/NAME[@REVISION]/PATH (e.g. "
+            "hf://datasets/openai/gsm8k/main/test-00000-of-00001.parquet)."
+        )
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError
+
+    kind = (found["kind"] or "models").removesuffix("s")
+    revision = found["revision"] and unquote(found["revision"])
+    revision = "refs/convert/parquet" if revision == "~parquet" else revision
+    try:
+        return Path(
+            hf_hub_download(found["repo"], found["file"], repo_type=kind, revision=revision)
+        )
+    except (OSError, EntryNotFoundError, ValueError) as error:
+        option = f" --revision {shlex.quote(revision)}" if revision else ""
+        raise DivscopeError(
+            f"{text}: could not be reached ({type(error).__name__}: {error}). Pass a local copy "
+            "instead: download it where the Hub can be reached,\n"
+            f"    hf download {found['repo']} {shlex.quote(found['file'])} --repo-type {kind}"
+            f"{option} --local-dir DIR\n"
+            f"and pass DIR/{found['file']} (or set HF_HUB_CACHE to a cache that holds it)."
+        ) from error
+
+
 def read_file(path: str | os.PathLike, *, parts, parquet, jsonl):
     """Read `path` with the reader of its kind: `parts(files)` for a directory of Parquet parts,
     `parquet(path)` or `jsonl(path)` by suffix; a missing path, an unknown suffix or a reader's
-    error raised as a `DivscopeError` naming the file (what every table reader shares).
+    error raised as a `DivscopeError` naming the file (what every table reader shares). An
+    `hf://` path is read from the Hub cache (`local_path`).
 
     >>> read_file("fixtures/lab/prompts/eval.jsonl", parts=None, parquet=None,
     ...           jsonl=lambda file: file.name)
     'eval.jsonl'
     """
-    path = Path(path)
+    path = local_path(path)
     if not path.exists():
         raise DivscopeError(f"{path}: no such file or directory.")
     try:
@@ -321,12 +400,14 @@ def token_table_schema(metadata: Mapping[str, Any] | None = None) -> pa.Schema:
     return schema.with_metadata({METADATA_KEY: json.dumps(dict(metadata), default=str)})
 
 
-def token_table_files(path: Path) -> list[Path]:
-    """The Parquet files of a token table: the file itself, or a directory's parts.
+def token_table_files(path: str | os.PathLike) -> list[Path]:
+    """The Parquet files of a token table: the file itself (an `hf://` file from the Hub
+    cache, `local_path`), or a directory's parts.
 
     Raises:
         DivscopeError: no such token table, or an incomplete or damaged directory.
     """
+    path = local_path(path)
     if not path.exists():
         raise DivscopeError(
             f"{path}: no such token table (a .parquet file or a directory of parts)."
@@ -344,7 +425,7 @@ def read_columns(path: str | os.PathLike, columns: Iterable[str], *, what: str) 
     >>> read_columns(lab_tokens, ["js"], what="the summary").num_rows
     731
     """
-    files, columns = token_table_files(Path(path)), list(columns)
+    files, columns = token_table_files(path), list(columns)
     for file in files:
         require_columns(pq.read_schema(file).names, columns, source=str(file), what=what)
     return pa.concat_tables(pq.read_table(f, columns=columns) for f in files)

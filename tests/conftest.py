@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.hub import OfflineHub
 from tests.tinymodels import save_pair
 
 
@@ -28,6 +29,22 @@ def tiny_prompts(tmp_path) -> Path:
     path = tmp_path / "prompts.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
+
+
+@pytest.fixture
+def offline_hub(tmp_path, monkeypatch) -> OfflineHub:
+    """An empty Hugging Face Hub cache under `tmp_path`, with the environment set to read it
+    and nothing else: `HF_HUB_CACHE` points there and `HF_HUB_OFFLINE=1` (and huggingface_hub's
+    constants, read at import, follow). Fill it with `OfflineHub.add` (tests/hub.py)."""
+    from huggingface_hub import constants
+
+    cache = tmp_path / "hub"
+    cache.mkdir()
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    return OfflineHub(cache)
 
 
 # ---------------------------------------------------------------- a real byte-level BPE pair

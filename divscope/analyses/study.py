@@ -51,7 +51,8 @@ class Study:
     """Label of each --compare table, in order (default: its name)."""
     evolution: tuple[str, ...] = ()
     """Token table of one RL checkpoint (repeat, at least two): a path whose name ends in the
-    training step (rl-step-40.parquet), STEP=PATH, or an evolution directory (divscope watch's
+    training step (rl-step-40.parquet), a table scored at a revision or subfolder that ends
+    in it (--rl org/run@step-40), STEP=PATH, or an evolution directory (divscope watch's
     output: its rl-step-N.parquet tables). Drawn by plot and report (the training evolution,
     core Fig. 11); analyze reads it not."""
     cross_sample: Annotated[Path | None, Flag("--cross-sample", "--xs")] = None
@@ -202,7 +203,8 @@ def source_roles(path: str | os.PathLike) -> dict[str, str | None]:
 
 def evolution_steps(specs: tuple[str, ...] | list[str]) -> dict[int, Path]:
     """Training step -> token table, ascending, from `STEP=PATH`, a path whose name ends in the
-    step, or an evolution directory: each of its `rl-step-N.parquet` tables at step N
+    step, a table whose RL model's revision or subfolder ends in it (`checkpoint_step`), or an
+    evolution directory: each of its `rl-step-N.parquet` tables at step N
     (`divscope watch` and the monitor write one; a directory of `part-*.parquet` is one token
     table, named by the first two rules).
 
@@ -231,13 +233,14 @@ def evolution_steps(specs: tuple[str, ...] | list[str]) -> dict[int, Path]:
         else:
             path = Path(spec)
             match = re.search(r"(\d+)$", path.stem)
-            if match is None:
+            step = int(match.group(1)) if match else checkpoint_step(spec)
+            if step is None:
                 raise DivscopeError(
                     f"--evolution {spec}: cannot tell the training step; name the table after "
                     "its step (e.g. rl-step-100.parquet), pass STEP=PATH (e.g. 100=rl.parquet) "
                     "or an evolution directory of rl-step-N.parquet tables."
                 )
-            found = {int(match.group(1)): path}
+            found = {step: path}
         for step, path in found.items():
             if step in steps:
                 raise DivscopeError(
@@ -247,4 +250,28 @@ def evolution_steps(specs: tuple[str, ...] | list[str]) -> dict[int, Path]:
     return dict(sorted(steps.items()))
 
 
-__all__ = ["Study", "StudyTables", "evolution_steps", "source_roles"]
+def checkpoint_step(path: str | os.PathLike) -> int | None:
+    """The training step of the RL checkpoint a token table was scored with, where its
+    revision or subfolder ends in one (`--rl org/run@step-400`, `--subfolder
+    global_step_400`; a commit hash is no step): the metadata's `models.rl`; None when it
+    names none.
+
+    >>> checkpoint_step(lab_tokens) is None  # the lab's final RL model, a local directory
+    True
+    """
+    from divscope.io import read_metadata
+
+    try:
+        rl = (read_metadata(path).get("models") or {}).get("rl")
+    except DivscopeError:
+        return None
+    named = [rl.get(key) for key in ("revision", "subfolder")] if isinstance(rl, dict) else []
+    steps = [
+        re.search(r"(\d+)/?$", text)
+        for text in named
+        if isinstance(text, str) and not re.fullmatch(r"[0-9a-f]{7,40}", text)
+    ]
+    return next((int(found.group(1)) for found in steps if found), None)
+
+
+__all__ = ["Study", "StudyTables", "checkpoint_step", "evolution_steps", "source_roles"]

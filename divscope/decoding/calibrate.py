@@ -124,8 +124,9 @@ def calibrate(
         >>> tmp.cleanup()
     """
     from divscope.decoding.gates import SCORE_COLUMNS
+    from divscope.models.pair import model_names
     from divscope.output import check_target
-    from divscope.tables import read_columns
+    from divscope.tables import input_name, read_columns
 
     out = Output.of(out)
     check_target(out.path, overwrite=out.overwrite)
@@ -137,10 +138,14 @@ def calibrate(
         )
     if base is None:
         table = read_columns(source, SCORE_COLUMNS.values(), what="calibration")
-        description = str(source)
+        description = input_name(source)
     else:
         table, chat = _score_base_samples(source, models, target.n, config, progress)
-        description = f"{source}: {target.n} base samples per prompt (base={base}, rl={rl}{chat})"
+        named = model_names(models)  # with their revisions
+        description = (
+            f"{input_name(source)}: {target.n} base samples per prompt (base={named['base']}, "
+            f"rl={named['rl']}{chat})"
+        )
     calibration = calibrate_table(table, target.rate, target.window, description)
     calibration.to_json(out.path)
     return calibration

@@ -11,7 +11,6 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import pyarrow as pa
@@ -178,10 +177,10 @@ def cross_sample(
     from divscope import __version__
     from divscope.decoding.lockstep import planned
     from divscope.distributed import current_world
-    from divscope.models.pair import open_pair
+    from divscope.models.pair import model_names, open_pair
     from divscope.output import Parts, check_output, frame_digest, share_note
     from divscope.prompts import chat_settings, read_prompts_arrow
-    from divscope.tables import conform, read_arrow
+    from divscope.tables import conform, input_name, read_arrow
 
     models, out = CrossSampleModels.of(models), PartedOutput.of(out)
     policies = Policies.of(policies).build(config.sampling)
@@ -214,7 +213,7 @@ def cross_sample(
             users = ", ".join(p.name for p in policies if name in p.models)
             who = f"policy {users}" if users else "--delta-alignment (all four models)"
             raise DivscopeError(f"{who} needs --{name.replace('_', '-')}.")
-    model_paths = {name: getattr(models, name) for name in needed}
+    model_paths = {name: str(path) for name, path in model_names(models, needed).items()}
     # The units of work: each chunk of prompts under each setting (policy, budget and forced
     # prefix). Every setting decodes the same chunks, so the models see identical batches
     # across settings and the reproduction invariants between policies hold bit for bit.
@@ -277,7 +276,7 @@ def cross_sample(
         metadata = {
             **settings,
             "models": pair.describe(loaded.models),
-            "prompts": str(Path(prompts)),
+            "prompts": input_name(prompts),
             "policies": [{"policy": p.name, **p.params()} for p in policies],
             "budgets": list(budgets),
             "force_prefix_ids": list(loaded.prefix_ids),

@@ -26,6 +26,7 @@ from divscope.defaults import (
     VLLM_TENSOR_PARALLEL_SIZE,
 )
 from divscope.errors import DivscopeError
+from divscope.models.names import ModelName
 from divscope.params import Flag
 
 EngineName = Literal["hf", "vllm"]
@@ -212,20 +213,21 @@ class VLLMEngine:
     at the length cap of `divscope.models.lengths.new_token_limits` for vLLM's context.
 
     Args:
-        model: a local directory or a hub id.
+        model: a local directory or a hub id, with its revision (`divscope.models.names`).
         tokenizer: its tokenizer.
         sampling: n, temperature, top-p, length cap, stop tokens and seed.
         dtype: `auto`, `float32`, `bfloat16` or `float16`.
         options: tensor parallelism, GPU memory share and context length.
 
     Raises:
-        DivscopeError: vLLM is not installed, or refused the model or the options; a `--stop`
-            value that is not one token.
+        DivscopeError: vLLM is not installed, or refused the model or the options; a model in
+            a subfolder of a repository (which vLLM cannot read); a `--stop` value that is not
+            one token.
     """
 
     def __init__(
         self,
-        model: str,
+        model: str | ModelName,
         tokenizer: Any,
         sampling: Sampling,
         dtype: str = "auto",
@@ -237,6 +239,14 @@ class VLLMEngine:
 
         from divscope.models.tokenizers import stop_ids
 
+        name = ModelName.of(model)
+        if name.subfolder:
+            raise DivscopeError(
+                f"--engine vllm cannot load {str(name)!r}: vLLM reads no subfolder of a "
+                f"repository. Download it (hf download {name.id} --include "
+                f"'{name.subfolder}/*' --local-dir DIR) and pass --model DIR/{name.subfolder}."
+            )
+
         try:
             import vllm
         except ImportError as error:
@@ -244,9 +254,10 @@ class VLLMEngine:
                 "--engine vllm needs vLLM: pip install 'divscope[vllm]' (or use --engine hf)."
             ) from error
         try:
-            generation = GenerationConfig.from_pretrained(model)
+            generation = GenerationConfig.from_pretrained(name.id, **name.options())
         except OSError:  # no generation_config.json: transformers derives one from config.json
-            generation = GenerationConfig.from_model_config(AutoConfig.from_pretrained(model))
+            config = AutoConfig.from_pretrained(name.id, **name.options())
+            generation = GenerationConfig.from_model_config(config)
         unloaded = SimpleNamespace(generation_config=generation)  # all stop_ids reads of a model
         self.stop_ids = stop_ids(
             {"model": tokenizer}, {"model": unloaded}, sampling.stop, vocab=len(tokenizer)
@@ -258,18 +269,21 @@ class VLLMEngine:
         else:  # one output per prompt, once all of its n samples are done
             self.output_kind = {"output_kind": RequestOutputKind.FINAL_ONLY}
         self.vllm, self.sampling, self.calls = vllm, sampling, itertools.count()
+        revision = name.revision
+        at = {"revision": revision, "tokenizer_revision": revision} if revision else {}
         try:
             self.llm = vllm.LLM(
-                model=model,
+                model=name.id,
                 dtype=dtype,
                 seed=sampling.seed,
                 tensor_parallel_size=options.tensor_parallel_size,
                 gpu_memory_utilization=options.gpu_memory_utilization,
                 max_model_len=options.max_model_len,
+                **at,
             )
         except ValueError as error:  # vLLM's configuration errors
             raise DivscopeError(
-                f"vLLM could not load {model!r} with --tensor-parallel-size "
+                f"vLLM could not load {str(name)!r} with --tensor-parallel-size "
                 f"{options.tensor_parallel_size}, --gpu-memory-utilization "
                 f"{options.gpu_memory_utilization}, --max-model-len {options.max_model_len} "
                 f"({error}); change those options or --dtype."

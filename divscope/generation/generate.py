@@ -30,6 +30,7 @@ from divscope.generation.engine import (
     VLLMOptions,
 )
 from divscope.memory_plan import format_bytes, parse_memory
+from divscope.models.names import ModelName, parse
 from divscope.output import check_output, frame_digest, share_note, written
 from divscope.params import LIBRARY_ONLY, Chat, Flag, PartedOutput, SinglePlacement
 from divscope.progress import Progress, note
@@ -151,7 +152,8 @@ def generate(
         prompts: Prompts: Parquet or JSONL with prompt_id and prompt (text), messages (chat
             turns: a list of role, content) or prompt_ids, optional answer and other columns
             (carried into every response row).
-        model: The model: a local directory or a hub id.
+        model: The model: a local directory or a hub id, also ID@REVISION (e.g.
+            org/run@step-400) and ID/SUBFOLDER (a folder of the repository).
         out: the trajectories (or their path): a directory of per-prompt parts, or a `.parquet`
             / `.jsonl` file assembled when all prompts are done. `resume` skips the prompts
             already written, after checking that the settings and prompts are the same;
@@ -192,6 +194,7 @@ def generate(
     from divscope.prompts import chat_settings, read_prompts_arrow, tokenized_prompts
 
     out = PartedOutput.of(out)
+    name = parse(model, flag="--model")
     device, device_map = placement.device, placement.device_map
     if config.engine == "vllm" and (device != DEVICE or device_map is not None):
         flag = "--device-map" if device_map is not None else f"--device {device}"
@@ -207,12 +210,12 @@ def generate(
         )
     check_output(out.path, world)
     frame = read_prompts_arrow(prompts)
-    tokenizer = load_tokenizer(model)
+    tokenizer = load_tokenizer(name)
     texts, ids = tokenized_prompts(frame, tokenizer, source=str(prompts), chat=config.chat)
     keys = frame["prompt_id"].to_pylist()
     chat = chat_settings(frame, config.chat, source=str(prompts))
     parts = Parts.start(
-        out.path, "generate", _settings(model, config, chat, keys, ids), len(keys),
+        out.path, "generate", _settings(str(name), config, chat, keys, ids), len(keys),
         resume=out.resume, overwrite=out.overwrite, world=world,
     )  # fmt: skip
     mine = [] if parts.finished else world.share([len(x) for x in ids])
@@ -222,13 +225,14 @@ def generate(
     requests = [(keys[i], ids[i]) for i in todo]
     engine = (
         _engine(
-            model, tokenizer, config, placement.dtype, world.device(device), device_map, progress
+            name, tokenizer, config, placement.dtype, world.device(device), device_map, progress
         )  # fmt: skip
         if todo
         else None
     )
     if engine is not None:
         note(engine.check(requests), enabled=progress)  # fail before any work, not midway
+    metadata = parts.settings | {"models": {"model": name.describe()}}  # its commit, if known
     n_responses = n_finished = n_tokens = 0
     with Progress(
         len(mine),
@@ -239,12 +243,12 @@ def generate(
     ) as bar:
         for j, responses in engine.sample(requests) if engine is not None else ():
             i = todo[j]
-            part = _part(keys[i], texts[i], ids[i], responses, tokenizer, model)
+            part = _part(keys[i], texts[i], ids[i], responses, tokenizer, str(name))
             extra = carried.take([i] * len(responses))  # the prompt's other columns, repeated
             rows = pa.Table.from_arrays(
                 [*part.columns, *extra.columns], names=[*part.column_names, *extra.column_names]
             )
-            parts.write(i, rows, parts.settings)
+            parts.write(i, rows, metadata)
             n_responses += len(responses)
             n_finished += sum(r.finished for r in responses)
             n_tokens += sum(len(r.response_ids) for r in responses)
@@ -280,7 +284,7 @@ def _settings(
 
 
 def _engine(
-    model: str,
+    model: ModelName,
     tokenizer: Any,
     config: GenerateConfig,
     dtype: str,

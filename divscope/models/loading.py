@@ -1,6 +1,7 @@
 """Loading causal LMs, and describing a loaded one for the output's metadata.
 
-A model is a local directory or a hub id, loaded through `AutoModelForCausalLM`; weights are
+A model is a local directory or a hub id with its revision and subfolder
+(`divscope.models.names`), loaded through `AutoModelForCausalLM`; weights are
 never downloaded by the tests (they use the committed lab models and tiny models built in the
 test), but the hub path is the one users run.
 """
@@ -11,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from divscope.errors import DivscopeError
+from divscope.models.names import ModelName
 from divscope.models.placement import (
     config_dtype,
     load_config,
@@ -23,26 +25,26 @@ from divscope.models.placement import (
 
 
 def load_model(
-    name_or_path: str,
+    name: str | ModelName,
     *,
     dtype: Any = "auto",
     device: str = "auto",
     device_map: str | dict | None = None,
-    revision: str | None = None,
 ):
     """Load a causal LM in eval mode.
 
     Args:
-        name_or_path: a local directory with `config.json` or a hub id.
+        name: a local directory with `config.json`, or a hub id with its revision and
+            subfolder: `ID[/SUBFOLDER][@REVISION]` or a `ModelName` (`divscope.models.names`).
         dtype: `auto`, `float32`, `bfloat16` or `float16` (see `resolve_dtype`), or a torch
             dtype (a run's, from `run_dtype`).
         device: `auto`, `cpu`, `cuda` or `cuda:N`; ignored when `device_map` is given.
         device_map: passed to `from_pretrained` (e.g. `auto`) for models larger than one GPU;
             needs accelerate (`pip install 'divscope[big]'`).
-        revision: a hub branch, tag or commit.
 
     Raises:
-        DivscopeError: the model cannot be found or loaded, `device_map` without accelerate,
+        DivscopeError: the model cannot be found or loaded (a verl FSDP checkpoint: with the
+            command that merges it), `device_map` without accelerate,
             or a device map that leaves weights offloaded (`check_not_offloaded`).
     """
     from importlib.util import find_spec
@@ -56,22 +58,23 @@ def load_model(
         raise DivscopeError("--device-map needs accelerate: pip install 'divscope[big]'.")
     if not is_terminal():  # its "Loading weights" bar would redraw line after line into the log
         logging.disable_progress_bar()
+    name = ModelName.of(name)
     device = resolve_device(device) if device_map is None else device
-    config = load_config(name_or_path, revision)
+    config = load_config(name)
     placement = weights_device(device, device_map)
     torch_dtype = (
         resolve_dtype(dtype, placement, config_dtype(config)) if isinstance(dtype, str) else dtype
     )
     try:
         model = AutoModelForCausalLM.from_pretrained(
-            name_or_path, revision=revision, dtype=torch_dtype, device_map=device_map
+            name.id, dtype=torch_dtype, device_map=device_map, **name.options()
         )
     except (OSError, ValueError) as error:
-        raise DivscopeError(f"model {name_or_path!r}: could not load weights ({error}).") from error
+        raise DivscopeError(f"model {str(name)!r}: could not load weights ({error}).") from error
     if device_map is None:
         model = model.to(device)
     else:
-        check_not_offloaded(model, name_or_path)
+        check_not_offloaded(model, str(name))
     return model.eval()
 
 
@@ -103,7 +106,7 @@ def check_not_offloaded(model, name_or_path: str) -> None:
 
 
 def load_models(
-    paths: Mapping[str, str],
+    paths: Mapping[str, str | ModelName],
     *,
     dtype: str,
     device: str,
@@ -113,7 +116,8 @@ def load_models(
     """Load every model of a run in one dtype (`run_dtype`, read from the first model).
 
     Args:
-        paths: model name -> local directory or hub id, the first one deciding `auto`.
+        paths: model name -> local directory or hub id (`divscope.models.names`), the first
+            one deciding `auto`.
         dtype: `auto`, `float32`, `bfloat16` or `float16`.
         device: `auto`, `cpu`, `cuda` or `cuda:N`.
         device_map: passed to `from_pretrained`.
@@ -133,12 +137,14 @@ def load_models(
     }
 
 
-def describe_model(model, name_or_path: str, revision: str | None = None) -> dict[str, Any]:
-    """Provenance for the token table's metadata: path or id, revision, commit, size, dtype."""
+def describe_model(model, name: str | ModelName) -> dict[str, Any]:
+    """Provenance for the token table's metadata: path or id, the revision requested, the
+    subfolder, the commit hash the Hub cache resolved it to (`ModelName.describe`), size,
+    dtype."""
+    described = ModelName.of(name).describe()
     return {
-        "name_or_path": name_or_path,
-        "revision": revision,
-        "commit_hash": getattr(model.config, "_commit_hash", None),
+        **described,
+        "commit_hash": described["commit_hash"] or getattr(model.config, "_commit_hash", None),
         "architecture": (model.config.architectures or [type(model).__name__])[0],
         "n_parameters": sum(p.numel() for p in model.parameters()),
         "dtype": str(next(model.parameters()).dtype).removeprefix("torch."),

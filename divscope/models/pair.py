@@ -9,7 +9,9 @@ are the output metadata's `models` and `device`.
 
 A command's models are the fields of its model group that `names` lists: `base` and `rl` of a
 `ModelPair`, and for `cross-sample` also `rast_base` and `rast_rl` of its
-`decoding.cross_sample.CrossSampleModels` (a `ModelPair` with the small pair of `rast`).
+`decoding.cross_sample.CrossSampleModels` (a `ModelPair` with the small pair of `rast`). Each
+is read as a `divscope.models.names.ModelName` with its revision (`base_revision`,
+`rl_revision`) and, for `rl`, the pair's `subfolder` (`model_names`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 from divscope.distributed import World
 from divscope.errors import DivscopeError
+from divscope.models.names import ModelName, parse
 from divscope.params import ModelPair
 from divscope.vocab import Compatibility
 
@@ -30,9 +33,9 @@ class Pair:
 
     models: ModelPair
     """The model group the paths come from, with its placement."""
-    paths: dict[str, str]
-    """Model name -> local directory or hub id, in the order they load; the first one's
-    tokenizer is the run's."""
+    paths: dict[str, ModelName]
+    """Model name -> local directory or hub id with its revision, in the order they load; the
+    first one's tokenizer is the run's."""
     tokenizers: dict[str, Any]
     """Each model's tokenizer, by name."""
     compatibility: Compatibility | None
@@ -67,7 +70,7 @@ class Pair:
         )  # fmt: skip
 
     def describe(self, loaded: dict[str, Any]) -> dict[str, Any]:
-        """The metadata's `models`: each loaded model's path, revision and dtype."""
+        """The metadata's `models`: each loaded model's path, revision, commit and dtype."""
         from divscope.models.loading import describe_model
 
         return {name: describe_model(model, self.paths[name]) for name, model in loaded.items()}
@@ -100,10 +103,7 @@ def open_pair(
     from divscope.models.tokenizers import load_tokenizer
     from divscope.vocab import check_tokenizers
 
-    paths = {name: getattr(models, name) for name in names}
-    missing = [name for name, path in paths.items() if path is None]
-    if missing:
-        raise DivscopeError(f"no {missing[0]} model given; pass --{missing[0].replace('_', '-')}.")
+    paths = model_names(models, names)
     tokenizers = {name: load_tokenizer(path) for name, path in paths.items()}
     compatibility = (
         check_tokenizers(tokenizers, allow_mismatch=models.allow_tokenizer_mismatch)
@@ -113,4 +113,28 @@ def open_pair(
     return Pair(models, paths, tokenizers, compatibility, world or World())
 
 
-__all__ = ["Pair", "open_pair"]
+def model_names(models: ModelPair, names: Sequence[str] = ("base", "rl")) -> dict[str, ModelName]:
+    """The models `names` of `models`, each read with its revision option (`base_revision`,
+    `rl_revision`) and, for `rl`, the pair's `subfolder` (`divscope.models.names.parse`).
+
+    >>> str(model_names(ModelPair("org/base", "org/run", rl_revision="step-4"))["rl"])
+    'org/run@step-4'
+
+    Raises:
+        DivscopeError: a named model left unset; see `parse`.
+    """
+    missing = [name for name in names if getattr(models, name) is None]
+    if missing:
+        raise DivscopeError(f"no {missing[0]} model given; pass --{missing[0].replace('_', '-')}.")
+    return {
+        name: parse(
+            getattr(models, name),
+            revision=getattr(models, f"{name}_revision", None),
+            subfolder=models.subfolder if name == "rl" else None,
+            flag=f"--{name.replace('_', '-')}",
+        )
+        for name in names
+    }
+
+
+__all__ = ["Pair", "model_names", "open_pair"]

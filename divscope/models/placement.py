@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from divscope.errors import DivscopeError
+from divscope.models.names import ModelName
 
 DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
 
@@ -76,7 +77,7 @@ def resolve_dtype(dtype: str, device: str, checkpoint_dtype: Any = None):
     return torch.bfloat16
 
 
-def run_dtype(dtype: str, device: str, device_map, first: str, revision=None):
+def run_dtype(dtype: str, device: str, device_map, first: str | ModelName):
     """The one dtype every model of a run is loaded in: `dtype`, or for `auto` the first
     model's checkpoint dtype on a GPU (see `resolve_dtype`) and float32 on the CPU.
 
@@ -84,14 +85,13 @@ def run_dtype(dtype: str, device: str, device_map, first: str, revision=None):
         dtype: `auto`, `float32`, `bfloat16` or `float16`.
         device: `auto`, `cpu`, `cuda` or `cuda:N`.
         device_map: a `from_pretrained` device map (`auto`, or module -> device).
-        first: the first model (local directory or hub id); only its config is read.
-        revision: its hub revision.
+        first: the first model (`divscope.models.names`); only its config is read.
 
     Raises:
         DivscopeError: see `resolve_dtype`; a config that cannot be loaded.
     """
     placement = weights_device(device, device_map)
-    checkpoint = config_dtype(load_config(first, revision)) if dtype == "auto" else None
+    checkpoint = config_dtype(load_config(first)) if dtype == "auto" else None
     return resolve_dtype(dtype, placement, checkpoint)
 
 
@@ -165,15 +165,17 @@ def weights_device(device: str, device_map: Any) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def load_config(name_or_path: str, revision: str | None = None):
+def load_config(name: str | ModelName):
     from transformers import AutoConfig
 
+    name = ModelName.of(name)
     try:
-        return AutoConfig.from_pretrained(name_or_path, revision=revision)
+        return AutoConfig.from_pretrained(name.id, **name.options())
     except (OSError, ValueError) as error:
         raise DivscopeError(
-            f"model {name_or_path!r}: could not load its config ({error}). Give a local directory "
-            "holding config.json or a hub id (hub ids need network access or a local HF cache)."
+            f"model {str(name)!r}: could not load its config ({error}). Give a local directory "
+            "holding config.json or a hub id, ID[/SUBFOLDER][@REVISION] (hub ids need network "
+            "access or a local HF cache)."
         ) from error
 
 

@@ -6,22 +6,29 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from divscope.errors import DivscopeError
+from divscope.models.names import ModelName
 
 
-def load_tokenizer(name_or_path: str, revision: str | None = None):
-    """Load the tokenizer stored with a model (local directory or hub id).
+def load_tokenizer(name: str | ModelName):
+    """Load the tokenizer stored with a model (a local directory or `ID[/SUBFOLDER][@REVISION]`,
+    `divscope.models.names`): from the model's subfolder, else the repository's root (where
+    a checkpoint folder of a training run keeps none of its own).
 
     Raises:
-        DivscopeError: no tokenizer can be loaded from `name_or_path`.
+        DivscopeError: no tokenizer can be loaded from `name`.
     """
     from transformers import AutoTokenizer
 
+    name = ModelName.of(name)
     try:
-        return AutoTokenizer.from_pretrained(name_or_path, revision=revision)
+        return AutoTokenizer.from_pretrained(name.id, **name.options())
     except (OSError, ValueError) as error:
-        raise DivscopeError(
-            f"tokenizer {name_or_path!r}: could not be loaded ({error})."
-        ) from error
+        if name.subfolder:
+            try:
+                return AutoTokenizer.from_pretrained(name.id, revision=name.revision)
+            except (OSError, ValueError):
+                pass
+        raise DivscopeError(f"tokenizer {str(name)!r}: could not be loaded ({error}).") from error
 
 
 def vocab_size(tokenizer) -> int:

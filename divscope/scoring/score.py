@@ -105,10 +105,16 @@ def score(
     from divscope.progress import note
     from divscope.readers import read_responses, reading_info
     from divscope.scoring.engine import planned, score_trajectories, with_source
-    from divscope.tables import attach_ids, list_lengths, read_columns, read_trajectories_arrow
+    from divscope.tables import (
+        attach_ids,
+        input_name,
+        list_lengths,
+        read_columns,
+        read_trajectories_arrow,
+    )
 
     out = PartedOutput.of(out)
-    base, rl, placement = models.base, models.rl, models.placement
+    placement = models.placement
     world = current_world(out.shard, placement.device, placement.device_map)
     check_output(out.path, world)
     # Cheap checks first: a bad file or an existing output should not wait for model loading.
@@ -130,7 +136,7 @@ def score(
         "trajectories_sha256": frame_digest(
             frame.select(["prompt_id", "sample_id", "model", "prompt_ids", "response_ids"])
         ),
-        "models": {"base": base, "rl": rl},
+        "models": {name: str(path) for name, path in pair.paths.items()},
         "source": config.source,
         "top_p": config.stats.top_p,
         "temperature": config.stats.temperature,
@@ -163,9 +169,11 @@ def score(
         metadata = {
             **settings,
             "models": pair.describe(loaded),
-            "trajectories": str(Path(trajectories)),
+            "trajectories": input_name(trajectories),
             "reading": read_as,
-            "sources": source_roles(sorted(pc.unique(named).to_pylist()), base, rl),
+            "sources": source_roles(
+                sorted(pc.unique(named).to_pylist()), *map(str, pair.paths.values())
+            ),
             "tokenizers": compatibility.metadata(),
             "batch_tokens": config.batch_tokens,  # as planned (`--max-memory`) or given
             "chunk_rows": config.chunk_rows,

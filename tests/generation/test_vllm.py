@@ -297,3 +297,18 @@ def test_each_prompt_is_written_as_soon_as_its_samples_are_done(vllm_engine, tmp
     ]
     manifest = json.loads((out / "manifest.json").read_text())["settings"]
     assert (manifest["engine"], manifest["tensor_parallel_size"]) == ("vllm", 1)
+
+
+def test_a_revision_reaches_vllm_and_a_hub_subfolder_is_refused(stand_in, tiny_pair, offline_hub):
+    from divscope.generation import VLLMEngine
+    from divscope.models.tokenizers import load_tokenizer
+
+    offline_hub.add("org/run", tiny_pair[1], revision="step-1")
+    engine = VLLMEngine("org/run@step-1", load_tokenizer("org/run@step-1"), Sampling())
+    kwargs = engine.llm.kwargs
+    assert (kwargs["model"], kwargs["revision"], kwargs["tokenizer_revision"]) == (
+        "org/run", "step-1", "step-1",
+    )  # fmt: skip
+    with pytest.raises(DivscopeError, match="vLLM reads no subfolder of a repository.*"
+                       "hf download org/run --include 'step-1/\\*' --local-dir DIR"):  # fmt: skip
+        VLLMEngine("org/run/step-1", load_tokenizer("org/run@step-1"), Sampling())
