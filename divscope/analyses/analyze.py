@@ -75,7 +75,7 @@ def analyze(
         >>> tmp.cleanup()
     """
     from divscope.io import read_metadata
-    from divscope.output import check_target, write_json
+    from divscope.output import check_target, with_invocation, write_json
 
     study, out = Study.of(study), Output.of(out)
     check_target(out.path, overwrite=out.overwrite)
@@ -97,5 +97,6 @@ def analyze(
     except DivscopeError:
         metadata = None
     document = {"tokens": str(study.tokens), "metadata": metadata, **result.to_dict()}
+    document = with_invocation(document)
     write_json(document, out.path, overwrite=out.overwrite)
     return result
