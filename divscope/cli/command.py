@@ -384,9 +384,9 @@ def _every_key(ctx: typer.Context) -> set[str]:
 def _preset(param: Any, value: Any) -> Any:
     """A study file's value as the option takes it: a repeated option a list (one text alone
     too), a text option (`--budgets 0,1,2`) its text (a list joined by commas)."""
-    if param.multiple:
+    if param.multiple or param.nargs == -1:
         return value if isinstance(value, list) else [value]
-    if isinstance(value, list) and param.type.name == "text":
+    if isinstance(value, list):  # a scalar option's list: the text of a parsed option
         return ",".join(map(str, value))
     return value
 

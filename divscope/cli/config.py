@@ -20,8 +20,5 @@ def present(text: str, arguments: dict[str, Any]) -> None:
 COMMAND = Command(
     "divscope.study_file:config",
     present,
-    example=(
-        "divscope config runs/tokens.parquet -o study.toml\n"
-        "divscope score --config study.toml -o runs/tokens-replayed.parquet"
-    ),
+    example="divscope config runs/tokens.parquet -o runs/study.toml",
 )
