@@ -250,14 +250,14 @@ class Parts:
         if manifest.is_file():
             return
         self.directory.mkdir(parents=True, exist_ok=True)
-        document = with_invocation(
-            {
-                "command": self.command,
-                "parts": self.n_parts,
-                "settings_sha256": self.digest,
-                "settings": self.settings,
-            }
-        )
+        document = {
+            "command": self.command,
+            "parts": self.n_parts,
+            "settings_sha256": self.digest,
+            "settings": self.settings,
+        }
+        if self.invocation is not None:
+            document["invocation"] = self.invocation
         write_atomically(manifest, lambda tmp: tmp.write_text(json.dumps(document, indent=2)))
         self._check_manifest(manifest)  # another shard may have written its own meanwhile
 
