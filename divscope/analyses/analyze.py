@@ -44,7 +44,8 @@ def analyze(
     metric, paper and `population`: the trajectories it read, their counts, and a note when
     they are not the paper's),
     `cross_sample` (null without results) and `difficulty` (null without `difficulty`),
-    frames as lists of rows and NaN as null.
+    frames as lists of rows and NaN as null; run from the command line, also `invocation` (the
+    command line as resolved, which `divscope config` writes back as a study file).
 
     Args:
         study: the token table and what it is read with (`Study`; a path: the token table
