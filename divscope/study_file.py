@@ -53,8 +53,8 @@ def config(
     recorded) and writes it as TOML: `divscope COMMAND --config study.toml` replays the run
     (options given on that command line win, e.g. another --out). Outputs of `score`,
     `generate` and `cross-sample` record it (Parquet metadata and the parts' manifest; a
-    `.jsonl` output keeps none), as do the JSON of `analyze`, `calibrate` and `weights`, when
-    run from the command line.
+    `.jsonl` output keeps none), as do `grade`'s Parquet and the JSON of `analyze`,
+    `calibrate` and `weights`, when run from the command line.
 
     Args:
         output: an output of a divscope command: a `.parquet` file, a directory of parts, or a
@@ -148,7 +148,9 @@ def read_invocation(output: str | os.PathLike) -> dict[str, Any]:
 
 
 def _parquet_invocation(path: Path) -> dict[str, Any] | None:
-    metadata = pq.read_schema(path).metadata or {}
+    """The invocation of a Parquet file's key-value metadata (pyarrow's schema metadata is
+    there too), or None."""
+    metadata = pq.read_metadata(path).metadata or {}
     return json.loads(metadata[INVOCATION_KEY]) if INVOCATION_KEY in metadata else None
 
 

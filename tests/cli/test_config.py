@@ -287,3 +287,14 @@ def test_config_of_an_output_without_an_invocation_says_so(tmp_path, lab_head_to
     """The session's token table was scored from Python: nothing to replay."""
     result = CliRunner().invoke(app, ["config", str(lab_head_tokens_path)])
     assert result.exit_code == 2 and "records no invocation" in result.output
+
+
+def test_a_graded_table_records_its_invocation(tmp_path, few):
+    """`grade` writes with polars: the invocation is in the file's key-value metadata."""
+    graded = tmp_path / "graded.parquet"
+    args = ["grade", str(few), "--grader", "lab", "-o", str(graded)]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    result = CliRunner().invoke(app, ["config", str(graded)])
+    assert result.exit_code == 0, result.output
+    study = tomllib.loads(result.output)["grade"]
+    assert (study["responses"], study["grader"], study["out"]) == (str(few), "lab", str(graded))
