@@ -157,8 +157,8 @@ def _parquet_invocation(path: Path) -> dict[str, Any] | None:
 def study_text(invocation: dict[str, Any]) -> str:
     """`invocation` as a study file: one section, the command's, with one key per option (an
     option whose value is None, its default then, is left out)."""
-    command = invocation["command"]
-    lines = [f"[{'.'.join(_key(name) for name in command.split())}]"]
+    names = invocation["command"].split()  # none: a command that is its own app
+    lines = [f"[{'.'.join(_key(name) for name in names)}]"] if names else []
     for name, value in invocation.get("options", {}).items():
         if value is not None:
             lines.append(f"{_key(name)} = {_value(value)}")

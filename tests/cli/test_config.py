@@ -23,6 +23,7 @@ from divscope.cli.command import command, leaves
 from divscope.io import read_table
 from divscope.output import INVOCATION_KEY, MANIFEST
 from divscope.params import Flag, Output, PartedOutput
+from divscope.study_file import study_text
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "fixtures" / "lab"
@@ -188,6 +189,27 @@ def test_the_sample_study_file_is_valid_for_each_of_its_commands():
             assert parsed.params["policy"] == "base,rl,forward,reverse"
             assert parsed.params["budgets"] == "0,1,2,4,8,16,32"
     assert parsed.params["seed"] == 0  # a shared key
+
+
+@pytest.mark.parametrize("name", EVERY)
+def test_every_default_recorded_replays_as_itself(name, tmp_path):
+    """Each option's default, as an invocation records it and `divscope config` writes it,
+    read back through `--config`: the library gets the same value as from the default."""
+    target = COMMANDS.get(name) or lab_cli.COMMANDS[name.removeprefix("lab ")]
+    options = leaves(target.function())
+    required = {o.key: "x" for o in options if o.default is inspect.Parameter.empty}
+    recorded = {o.key: o.recorded(None) for o in options if o.key not in required}
+    assert json.loads(json.dumps(recorded)) == recorded  # JSON's own types
+    section = name.replace(" ", ".")
+    (tmp_path / "given.toml").write_text(
+        f"[{section}]\n" + "".join(f'{k} = "x"\n' for k in required)
+    )
+    invocation = {"command": name, "options": {**required, **recorded}}
+    (tmp_path / "recorded.toml").write_text(study_text(invocation))
+    given = _parsed(name, ["--config", str(tmp_path / "given.toml")]).params
+    replayed = _parsed(name, ["--config", str(tmp_path / "recorded.toml")]).params
+    for option in options:
+        assert option.value(replayed[option.name]) == option.value(given[option.name]), option.key
 
 
 def test_each_parsed_default_replays_as_its_text():
