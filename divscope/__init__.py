@@ -2,8 +2,9 @@
 
 One function per command, each importable from here and living in
 `divscope/<package>/<command>.py`: `score`, `analyze`, `plot`, `report`, `generate`, `grade`,
-`cross_sample`, `calibrate`, `weights` and `watch`; and `quickstart` (all of them in turn, on
-the lab) in `divscope/lab_study.py`; with the configuration classes they take.
+`cross_sample`, `calibrate`, `weights` and `watch`; `quickstart` (all of them in turn, on
+the lab) in `divscope/lab_study.py`; `config` (the study file that replays an output's run) in
+`divscope/study_file.py`; with the configuration classes they take.
 
 Each command's docstring has an example that runs on the lab in `fixtures/lab`.
 
@@ -26,6 +27,7 @@ from divscope.errors import DivscopeError
 _EXPORTS: dict[str, str] = {
     "analyze": "divscope.analyses.analyze",
     "calibrate": "divscope.decoding.calibrate",
+    "config": "divscope.study_file",
     "cross_sample": "divscope.decoding.cross_sample",
     "generate": "divscope.generation.generate",
     "grade": "divscope.grading.grade",

@@ -24,10 +24,12 @@ import pyarrow.parquet as pq
 
 from divscope.errors import DivscopeError
 from divscope.output import (
+    INVOCATION_KEY,
     JSONL_SUFFIXES,
     METADATA_KEY,
     PARQUET_SUFFIXES,
     check_target,
+    invocation,
     write_atomically,
 )
 from divscope.progress import note
@@ -77,6 +79,8 @@ def write_table(frame: pl.DataFrame, path: str | os.PathLike, *, overwrite: bool
 
     The table is written under a hidden temporary name and renamed into place, so a reader
     never sees a half-written output; replacing the file that `frame` was read from is safe.
+    Parquet keeps the invocation being recorded (`divscope.output.recording`), in the file's
+    key-value metadata.
 
     Raises:
         DivscopeError: the output exists and `overwrite` is False.
@@ -90,15 +94,17 @@ def write_table(frame: pl.DataFrame, path: str | os.PathLike, *, overwrite: bool
     >>> tmp.cleanup()
     """
     path = check_target(path, overwrite=overwrite)
+    recorded = invocation()
+    metadata = None if recorded is None else {INVOCATION_KEY.decode(): json.dumps(recorded)}
 
     def write(tmp: Path) -> None:
         if path.suffix in PARQUET_SUFFIXES:
-            frame.write_parquet(tmp, compression="zstd")
+            frame.write_parquet(tmp, compression="zstd", metadata=metadata)
         elif path.suffix in JSONL_SUFFIXES:
             frame.write_ndjson(tmp)
         else:
             tmp.mkdir()
-            frame.write_parquet(tmp / "part-00000.parquet", compression="zstd")
+            frame.write_parquet(tmp / "part-00000.parquet", compression="zstd", metadata=metadata)
 
     write_atomically(path, write)
     return path

@@ -9,6 +9,10 @@ temporary name, then renamed, so a part exists only when complete. Next to the p
 parts; a rerun with `--resume` checks the settings and skips the parts present, and one with
 other settings is refused instead of mixed in.
 
+A run started from the command line also records its invocation (`recording`): the command and
+every option's value as resolved, in the manifest, in each part's metadata (`INVOCATION_KEY`) and
+in JSON outputs (`with_invocation`); `divscope config` writes it back as a study file.
+
 Every part carries Parquet page checksums and, in its metadata, its unit and the digest of the
 settings that made it: a truncated, corrupted or foreign part is found, and named, both when a
 run resumes and when the output is read. A directory output is the parts themselves (it reads
@@ -23,7 +27,9 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +47,9 @@ METADATA_KEY = b"divscope"
 """Schema metadata: the run's provenance (models, settings, versions), a JSON object."""
 PART_KEY = b"divscope.part"
 """Schema metadata of a part: its unit and the digest of the settings that made it."""
+INVOCATION_KEY = b"divscope.invocation"
+"""Schema metadata: the command line that made the output (`recording`), a JSON object."""
+_INVOCATION: ContextVar[dict[str, Any] | None] = ContextVar("divscope_invocation", default=None)
 PARQUET_SUFFIXES = (".parquet", ".pq")
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 
@@ -107,6 +116,35 @@ def _polars_name(dtype: pa.DataType) -> str:
     return str(dtype)
 
 
+@contextmanager
+def recording(invocation: Mapping[str, Any]) -> Iterator[None]:
+    """Within the block, the outputs written record `invocation` (`{"command": "score",
+    "options": {"top-p": 0.7, ...}}`, as `divscope.cli.command` builds it for the command line).
+
+    >>> with recording({"command": "analyze", "options": {"seed": 0}}):
+    ...     with_invocation({"n_tokens": 3})["invocation"]["command"]
+    'analyze'
+    >>> with_invocation({"n_tokens": 3})  # outside: nothing recorded
+    {'n_tokens': 3}
+    """
+    token = _INVOCATION.set(json.loads(json.dumps(dict(invocation), default=str)))
+    try:
+        yield
+    finally:
+        _INVOCATION.reset(token)
+
+
+def invocation() -> dict[str, Any] | None:
+    """The invocation being recorded (`recording`); None outside a command line run."""
+    return _INVOCATION.get()
+
+
+def with_invocation(document: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON output's `document` with the invocation being recorded, under `invocation`."""
+    recorded = invocation()
+    return dict(document) if recorded is None else {**document, "invocation": recorded}
+
+
 @dataclass(frozen=True)
 class Parts:
     """The parts of one command's output: where they go and what makes them belong."""
@@ -121,6 +159,9 @@ class Parts:
     """What decides the output; a resumed run must have the same."""
     n_parts: int
     """Parts of the complete output (one per unit of work)."""
+    invocation: dict[str, Any] | None = None
+    """The command line that writes them (`recording`), kept in the manifest and the parts'
+    metadata; not a setting (a resumed run may have other run options)."""
 
     @property
     def digest(self) -> str:
@@ -156,7 +197,7 @@ class Parts:
         out = Path(out)
         directory = out.with_name(f".{out.name}.parts") if is_single_file(out) else out
         settings = json.loads(json.dumps(dict(settings), default=str))  # as read back
-        parts = Parts(out, directory, command, settings, n_parts)
+        parts = Parts(out, directory, command, settings, n_parts, invocation())
         if n_parts < 1:
             raise DivscopeError(f"{command}: the input holds no rows; nothing to write to {out}.")
         if overwrite and resume:
@@ -215,6 +256,8 @@ class Parts:
             "settings_sha256": self.digest,
             "settings": self.settings,
         }
+        if self.invocation is not None:
+            document["invocation"] = self.invocation
         write_atomically(manifest, lambda tmp: tmp.write_text(json.dumps(document, indent=2)))
         self._check_manifest(manifest)  # another shard may have written its own meanwhile
 
@@ -273,10 +316,12 @@ class Parts:
         table = frame if isinstance(frame, pa.Table) else frame.to_arrow()
         if schema is not None:
             table = table.cast(schema.remove_metadata())
+        recorded = {} if self.invocation is None else {INVOCATION_KEY: json.dumps(self.invocation)}
         table = table.replace_schema_metadata(
             {
                 METADATA_KEY: json.dumps(dict(metadata), default=str),
                 PART_KEY: json.dumps({"unit": unit, "settings_sha256": self.digest}),
+                **recorded,
             }
         )
         self._create()
@@ -454,8 +499,8 @@ def _assemble(files: list[Path], target: Path, suffix: str) -> None:
         pl.read_parquet(files).write_ndjson(target)
         return
     first = pq.read_schema(files[0])
-    metadata = {METADATA_KEY: first.metadata[METADATA_KEY]} if first.metadata else None
-    schema = first.remove_metadata().with_metadata(metadata) if metadata else first
+    kept = {k: v for k, v in (first.metadata or {}).items() if k in (METADATA_KEY, INVOCATION_KEY)}
+    schema = first.remove_metadata().with_metadata(kept) if kept else first
     with pq.ParquetWriter(target, schema, compression="zstd", write_page_checksum=True) as writer:
         for path in files:
             writer.write_table(pq.read_table(path).cast(schema))

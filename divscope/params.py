@@ -46,6 +46,9 @@ class Flag:
         described: of a group's field, the option whose help is the command's own `Args:`
             entry for the group's parameter where it has one (what `--out` holds differs from
             command to command); the field's docstring otherwise.
+        replay: False: the option is about the run, not its result (`--overwrite`, `--resume`,
+            `--shard`), and is left out of the invocation an output records
+            (`divscope config`).
 
     >>> Flag("--out", "-o").names
     ('--out', '-o')
@@ -62,6 +65,7 @@ class Flag:
         cli: bool = True,
         omit: tuple[str, ...] = (),
         described: bool = False,
+        replay: bool = True,
     ) -> None:
         self.names = names
         self.argument = argument
@@ -72,14 +76,19 @@ class Flag:
         self.cli = cli
         self.omit = omit
         self.described = described
+        self.replay = replay
 
     def __repr__(self) -> str:
-        shown = {k: v for k, v in vars(self).items() if v not in (None, (), False) or k == "cli"}
+        default = vars(Flag())
+        shown = {k: v for k, v in vars(self).items() if v != default[k] or k == "cli"}
         return f"Flag({shown})"
 
 
 LIBRARY_ONLY = Flag(cli=False)
 """The annotation of a parameter that has no option (a callback, a progress switch)."""
+RUN_ONLY = Flag(replay=False)
+"""The annotation of an option about the run, not its result (`--overwrite`, `--resume`): a
+study file written back from an output leaves it out (`divscope config`)."""
 
 
 @dataclass(frozen=True)
@@ -154,7 +163,7 @@ class Output:
 
     path: Annotated[Path, Flag("--out", "-o", described=True)]
     """Where to write the result (its format follows the suffix)."""
-    overwrite: bool = False
+    overwrite: Annotated[bool, RUN_ONLY] = False
     """Replace the output if it exists."""
 
     def __post_init__(self) -> None:
@@ -174,10 +183,10 @@ class PartedOutput(Output):
     False
     """
 
-    resume: bool = False
+    resume: Annotated[bool, RUN_ONLY] = False
     """Continue an interrupted run (or start it): keep the finished parts of --out, after
     checking that its manifest has the same settings and inputs, and do the rest."""
-    shard: str | None = None
+    shard: Annotated[str | None, RUN_ONLY] = None
     """i/n: do share i (0..n-1) of the work, as one of n independent processes (e.g. --shard
     $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT); --out must be a directory. Not needed under
     torchrun, which shares the work by itself."""
@@ -236,6 +245,7 @@ __all__ = [
     "Output",
     "PartedOutput",
     "Placement",
+    "RUN_ONLY",
     "Recovery",
     "SinglePlacement",
 ]

@@ -32,6 +32,7 @@ COMMANDS = {
     "weights": "divscope.scoring.weights",
     "watch": "divscope.monitor.watch",
     "quickstart": "divscope.lab_study",
+    "config": "divscope.study_file",
 }
 
 

@@ -164,7 +164,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "divscope.estimators", "divscope.answers", "divscope.io", "divscope.output",
             "divscope.prompts", "divscope.progress", "divscope.vocab", "divscope.oom",
             "divscope.memory_plan", "divscope.distributed", "divscope.testing", "divscope.params",
-            "divscope.tables",
+            "divscope.tables", "divscope.study_file",
         ),
     ),
     (

@@ -172,7 +172,7 @@ def problem(shown: Shown) -> str | None:
         command, args = command.get_command(context, args[0]), args[1:]
         if command is None:
             return f"{shown.where}: {' '.join(names)!r} is not a divscope command"
-        context = typer.Context(command, parent=context)
+        context = typer.Context(command, info_name=names[-1], parent=context)
     name = " ".join(names)
     options = {opt for param in command.params for opt in (*param.opts, *param.secondary_opts)}
     # A synopsis writes `[--top-p 0.7]`; a command may write `--flag=value`.
@@ -180,9 +180,11 @@ def problem(shown: Shown) -> str | None:
     unknown = sorted(flags - options - {"--help"})
     if unknown:
         return f"{shown.where}: {name} has no option {', '.join(unknown)}"
+    # Parsed in its group's context, as the app runs it: a `--config` file's shared keys are
+    # checked against every command.
     if shown.concrete and not isinstance(command, TyperGroup) and "--help" not in args:
         try:
-            command.make_context(name, list(args))
+            command.make_context(names[-1], list(args), parent=context.parent)
         except Exception as error:
             if not hasattr(error, "format_message"):  # not a usage error: a bug of this test
                 raise

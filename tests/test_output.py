@@ -10,7 +10,16 @@ import pytest
 from divscope.distributed import World
 from divscope.errors import DivscopeError
 from divscope.io import read_table
-from divscope.output import MANIFEST, Parts, frame_digest, part_name
+from divscope.output import (
+    INVOCATION_KEY,
+    MANIFEST,
+    Parts,
+    frame_digest,
+    part_name,
+    recording,
+    with_invocation,
+    write_json,
+)
 
 SETTINGS = {"top_p": 0.7, "inputs_sha256": "abc"}
 
@@ -59,6 +68,38 @@ def test_a_single_file_is_assembled_and_the_parts_removed(tmp_path):
             n for n in sorted(["tokens.parquet", "tokens.jsonl"]) if (tmp_path / n).exists()
         ]
     assert not list(tmp_path.glob(".*"))
+
+
+INVOCATION = {"command": "score", "options": {"top-p": 0.7, "out": "tokens"}}
+
+
+def test_the_invocation_is_recorded_in_the_manifest_each_part_and_the_assembled_file(tmp_path):
+    """Parts started while `recording` carry the invocation (not a setting: no digest changes);
+    a single file keeps it; a run without one (from Python) records none."""
+    directory, single = tmp_path / "tokens", tmp_path / "tokens.parquet"
+    with recording(INVOCATION):
+        started = [_start(out) for out in (directory, single)]
+    for parts in started:
+        _write(parts, range(3))
+        assert parts.finish(World())
+    assert _start(directory, resume=True).invocation is None  # the same settings
+    assert json.loads((directory / MANIFEST).read_text())["invocation"] == INVOCATION
+    for path in (directory / part_name(1), single):
+        metadata = pq.read_schema(path).metadata
+        assert json.loads(metadata[INVOCATION_KEY]) == INVOCATION
+        assert json.loads(metadata[b"divscope"]) == {"run": "test"}
+    _complete(tmp_path / "plain.parquet")
+    assert INVOCATION_KEY not in pq.read_schema(tmp_path / "plain.parquet").metadata
+
+
+def test_a_json_output_records_the_invocation_when_there_is_one(tmp_path):
+    with recording(INVOCATION):
+        write_json(with_invocation({"gini": 0.9}), tmp_path / "summary.json")
+    assert json.loads((tmp_path / "summary.json").read_text()) == {
+        "gini": 0.9,
+        "invocation": INVOCATION,
+    }
+    assert with_invocation({"gini": 0.9}) == {"gini": 0.9}
 
 
 def test_nothing_is_written_before_the_first_part(tmp_path):

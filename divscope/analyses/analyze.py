@@ -44,7 +44,8 @@ def analyze(
     metric, paper and `population`: the trajectories it read, their counts, and a note when
     they are not the paper's),
     `cross_sample` (null without results) and `difficulty` (null without `difficulty`),
-    frames as lists of rows and NaN as null.
+    frames as lists of rows and NaN as null; run from the command line, also `invocation` (the
+    command line as resolved, which `divscope config` writes back as a study file).
 
     Args:
         study: the token table and what it is read with (`Study`; a path: the token table
@@ -75,7 +76,7 @@ def analyze(
         >>> tmp.cleanup()
     """
     from divscope.io import read_metadata
-    from divscope.output import check_target, write_json
+    from divscope.output import check_target, with_invocation, write_json
 
     study, out = Study.of(study), Output.of(out)
     check_target(out.path, overwrite=out.overwrite)
@@ -97,5 +98,6 @@ def analyze(
     except DivscopeError:
         metadata = None
     document = {"tokens": str(study.tokens), "metadata": metadata, **result.to_dict()}
+    document = with_invocation(document)
     write_json(document, out.path, overwrite=out.overwrite)
     return result

@@ -129,6 +129,7 @@ def _built(name: str, command: Command):
 # Commands: one module each.
 from divscope.cli import analyze as _analyze  # noqa: E402
 from divscope.cli import calibrate as _calibrate  # noqa: E402
+from divscope.cli import config as _config  # noqa: E402
 from divscope.cli import cross_sample as _cross_sample  # noqa: E402
 from divscope.cli import generate as _generate  # noqa: E402
 from divscope.cli import grade as _grade  # noqa: E402
@@ -152,6 +153,7 @@ COMMANDS = {
     "weights": _weights.COMMAND,
     "quickstart": _quickstart.COMMAND,
     "watch": _watch.COMMAND,
+    "config": _config.COMMAND,
 }
 """The generated commands, in the order of the help."""
 

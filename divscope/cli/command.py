@@ -9,6 +9,13 @@ instance), and its help is the field's docstring or the function's `Args:` entry
 command rebuilds the dataclasses from the options and calls the function; `present` then prints
 what it returned.
 
+Every command also takes `--config STUDY.toml` (`divscope.study_file`): the file's values become
+the command's defaults (click's `default_map`: its section, then its top-level keys, and options
+given on the command line win), after each key is checked against the command's options
+(`study_defaults`). A run records its invocation, the command and each option's value as
+resolved (`Flag(replay=False)` options left out), in the outputs it writes
+(`divscope.output.recording`).
+
 We chose a small adaptor over typer, not jsonargparse: the command line keeps click's syntax
 (bare boolean flags, repeated options), so every documented command line still parses as it
 did, and the help is still click's.
@@ -18,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import difflib
 import importlib
 import importlib.util
 import inspect
@@ -26,7 +34,7 @@ import re
 import textwrap
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -34,11 +42,18 @@ from typing import Annotated, Any
 
 import typer
 
+from divscope.errors import DivscopeError
+from divscope.output import recording
 from divscope.params import Flag
+from divscope.study_file import read_study
 
 SECTION = re.compile(
     r"^(Args|Arguments|Returns|Yields|Raises|Example|Examples|Note|Notes)\b.*:\s*$"
 )
+STUDY = "config_file"
+"""The parameter of `--config`, which every generated command has."""
+CONTEXT = "typer_context"
+"""The parameter of every generated command that typer gives its context."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +108,22 @@ class Option:
             default=default,
             annotation=Annotated[kind, info],
         )
+
+    @property
+    def key(self) -> str:
+        """The option's name in a study file and an invocation: its first long name without
+        `--` (`top-p`), an argument's name with `-` (`out-dir`)."""
+        long = [name[2:] for name in self.flag.names if name.startswith("--")]
+        return long[0] if long else self.name.replace("_", "-")
+
+    def recorded(self, given: Any) -> Any:
+        """What the command line gave, with the default where it gave nothing, as a study file
+        writes it (the text of a parsed option, a list for a repeated one, a path's text)."""
+        if given is None and self.default is not inspect.Parameter.empty:
+            given = self.default
+            if self.flag.parse is not None and given is not None:
+                given = _text(given)
+        return _plain(given)
 
     def value(self, given: Any) -> Any:
         """The library's value of what the command line gave."""
@@ -189,25 +220,193 @@ def command(
     'hello -> x.txt (overwrite=True)\\n'
     """
     options = leaves(function)
-    names = [o.name for o in options]
+    names = [o.name for o in options] + [STUDY, CONTEXT]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise TypeError(f"{function.__qualname__}: options named twice: {', '.join(twice)}")
     signature = inspect.signature(function)
 
     def run(**given: Any) -> None:
+        given.pop(STUDY)
+        context = given.pop(CONTEXT)
         values = {o.path: o.value(given[o.name]) for o in options}
         arguments = _assemble(function, signature, values)
-        result = function(**arguments, **(passed or {}))
+        invocation = {
+            "command": " ".join(command_path(context)),
+            "options": {o.key: o.recorded(given[o.name]) for o in options if o.flag.replay},
+        }
+        with recording(invocation):
+            result = function(**arguments, **(passed or {}))
         if present is not None:
             present(result, arguments)
 
-    run.__signature__ = inspect.Signature([o.parameter() for o in options])  # type: ignore[attr-defined]
+    parameters = [o.parameter() for o in options] + [
+        _study_parameter(),
+        inspect.Parameter(CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context),
+    ]
+    run.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     run.__annotations__ = {}
     run.__doc__ = summary(function)
     run.__name__ = function.__name__
     run.__module__ = function.__module__
     return run
+
+
+def _study_parameter() -> inspect.Parameter:
+    """`--config STUDY.toml`: read first (eager), it sets the defaults of the other options."""
+
+    def load(ctx: typer.Context, value: Path | None) -> Path | None:
+        if value is not None:
+            study = study_defaults(read_study(value), str(value), ctx)
+            ctx.default_map = {**(ctx.default_map or {}), **study}
+        return value
+
+    info = typer.Option(
+        "--config",
+        help="A study file (TOML) of option values: a section per command ([score]) and shared "
+        "keys at the top; options given here win. `divscope config OUT` writes the one that "
+        "replays OUT.",
+        metavar="STUDY.toml",
+        is_eager=True,
+        callback=load,
+        show_default=False,
+    )
+    return inspect.Parameter(
+        STUDY, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[Path | None, info]
+    )
+
+
+def command_path(ctx: typer.Context) -> list[str]:
+    """The names that lead from the app to `ctx`'s command (`["lab", "build"]`)."""
+    names = []
+    while ctx.parent is not None:
+        names.insert(0, ctx.info_name or "")
+        ctx = ctx.parent
+    return names
+
+
+def study_defaults(study: Mapping[str, Any], source: str, ctx: typer.Context) -> dict[str, Any]:
+    """The defaults that the study file `source` (parsed: `study`) gives the command of `ctx`,
+    by parameter name: its top-level keys that the command has (a key no command has is an
+    error), then its section (`[score]`, `[lab.build]`) over them.
+
+    Raises:
+        DivscopeError: a section that names no command, or a key that names no option of its
+            section's command (naming the nearest option).
+    """
+    path = tuple(command_path(ctx))
+    sections: dict[tuple[str, ...], Mapping[str, Any]] = {}
+    shared = {k: v for k, v in study.items() if not isinstance(v, dict)}
+    if path:
+        root = ctx.find_root()
+        _sections(study, root.command, root, (), source, sections)
+    own = option_keys(ctx.command)
+    found: dict[str, Any] = {}
+    for key, value in shared.items():
+        param = own.get(_normal(key))
+        if param is None:
+            everyone = _every_key(ctx.find_root()) if path else own
+            if _normal(key) not in everyone:
+                raise _unknown(source, "the top level (keys every command shares)", key, everyone)
+            continue  # another command's option
+        found[param.name] = _preset(param, value)
+    for key, value in sections.get(path, {}).items():
+        param = own.get(_normal(key))
+        if param is None:
+            raise _unknown(source, f"section [{'.'.join(path)}]", key, own)
+        found[param.name] = _preset(param, value)
+    return found
+
+
+def option_keys(command: Any) -> dict[str, Any]:
+    """A command's parameters by their keys in a study file: each long option name without
+    `--`, each argument's name, `_` read as `-` (`--config` is none)."""
+    keys: dict[str, Any] = {}
+    for param in command.params:
+        if param.name == STUDY:
+            continue
+        if param.param_type_name == "argument":
+            keys[_normal(param.name or "")] = param
+        for name in param.opts:
+            if name.startswith("--"):
+                keys[_normal(name[2:])] = param
+    return keys
+
+
+def _sections(
+    table: Mapping[str, Any],
+    group: Any,
+    ctx: typer.Context,
+    path: tuple[str, ...],
+    source: str,
+    found: dict[tuple[str, ...], Mapping[str, Any]],
+) -> None:
+    """The command sections of `table` (a group's: the app's, `[lab]`), by command path."""
+    names = group.list_commands(ctx)
+    for key, value in table.items():
+        if not isinstance(value, dict):
+            if path:  # the top level's keys are shared; a group's table holds sections only
+                raise _unknown(source, f"section [{'.'.join(path)}]", key, {})
+            continue
+        name = _normal(key)
+        if name not in names:
+            where = f"section [{'.'.join((*path, key))}]"
+            nearest = _nearest(name, names)
+            raise DivscopeError(
+                f"{source}: {where} names no divscope command (the nearest: {nearest}); a "
+                "section is a command's name, e.g. [score] or [lab.build]."
+            )
+        inner = (
+            group.get_command(ctx, name)
+            if any(isinstance(v, dict) for v in value.values())
+            else None
+        )
+        if hasattr(inner, "list_commands"):  # a group
+            child = typer.Context(inner, info_name=name, parent=ctx)
+            _sections(value, inner, child, (*path, name), source, found)
+        else:
+            found[(*path, name)] = value
+
+
+def _every_key(ctx: typer.Context) -> set[str]:
+    """The keys of every command under the group of `ctx` (building each)."""
+    group = ctx.command
+    if not hasattr(group, "list_commands"):
+        return set(option_keys(group))
+    keys: set[str] = set()
+    for name in group.list_commands(ctx):
+        inner = group.get_command(ctx, name)
+        if inner is not None:
+            keys |= _every_key(typer.Context(inner, info_name=name, parent=ctx))
+    return keys
+
+
+def _preset(param: Any, value: Any) -> Any:
+    """A study file's value as the option takes it: a repeated option a list (one text alone
+    too), a text option (`--budgets 0,1,2`) its text (a list joined by commas)."""
+    if param.multiple or param.nargs == -1:
+        return value if isinstance(value, list) else [value]
+    if isinstance(value, list):  # a scalar option's list: the text of a parsed option
+        return ",".join(map(str, value))
+    return value
+
+
+def _unknown(source: str, where: str, key: str, valid: Iterable[str]) -> DivscopeError:
+    nearest = _nearest(_normal(key), list(valid))
+    return DivscopeError(
+        f"{source}: {where} has no option {key!r} (the nearest: {nearest}); a key is an "
+        "option's name without -- (top-p or top_p) or an argument's name, as the command's "
+        "--help shows it."
+    )
+
+
+def _nearest(name: str, valid: list[str]) -> str:
+    close = difflib.get_close_matches(name, valid, n=1, cutoff=0.0)
+    return repr(close[0]) if close else "none"
+
+
+def _normal(key: str) -> str:
+    return key.replace("_", "-")
 
 
 def leaves(function: Callable[..., Any]) -> list[Option]:
@@ -336,6 +535,15 @@ def _path_like(kind: Any) -> Any:
     return kind
 
 
+def _plain(value: Any) -> Any:
+    """A value as JSON and TOML write it: a path's text, a list for a sequence."""
+    if isinstance(value, tuple | list):
+        return [_plain(item) for item in value]
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    return value
+
+
 def _text(value: Any) -> str:
     """A default as the command line writes it: a sequence joined by commas."""
     if isinstance(value, tuple | list):
@@ -400,4 +608,15 @@ def fields_doc(group: type) -> dict[str, str]:
     return docs
 
 
-__all__ = ["Command", "Option", "arguments_doc", "command", "fields_doc", "leaves", "summary"]
+__all__ = [
+    "Command",
+    "Option",
+    "arguments_doc",
+    "command",
+    "command_path",
+    "fields_doc",
+    "leaves",
+    "option_keys",
+    "study_defaults",
+    "summary",
+]

@@ -69,9 +69,9 @@ class Calibration:
 
     def to_json(self, path: str | os.PathLike) -> None:
         """Write the calibration as a small JSON file, atomically, replacing `path`."""
-        from divscope.output import write_json
+        from divscope.output import with_invocation, write_json
 
-        write_json(asdict(self), path, overwrite=True)
+        write_json(with_invocation(asdict(self)), path, overwrite=True)
 
     @staticmethod
     def from_json(path: str | os.PathLike) -> Calibration:

@@ -32,8 +32,8 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from divscope.errors import DivscopeError
-from divscope.output import check_target, write_json
-from divscope.params import LIBRARY_ONLY, Flag
+from divscope.output import check_target, with_invocation, write_json
+from divscope.params import LIBRARY_ONLY, RUN_ONLY, Flag
 from divscope.progress import Progress
 
 CHUNK_ELEMENTS = 2**24
@@ -134,7 +134,7 @@ def weights(
     *,
     labels: Annotated[tuple[str, ...], Flag("--label")] = (),
     out: Annotated[str | os.PathLike | None, Flag("--json")] = None,
-    overwrite: bool = False,
+    overwrite: Annotated[bool, RUN_ONLY] = False,
     chunk_elements: Annotated[int, LIBRARY_ONLY] = CHUNK_ELEMENTS,
     progress: Annotated[bool, LIBRARY_ONLY] = True,
 ) -> WeightGap:
@@ -199,7 +199,7 @@ def weights(
     )
     gap = WeightGap(str(base), {label: str(path) for label, path in names.items()}, rows, total)
     if out is not None:
-        write_json(gap.to_dict(), out, overwrite=overwrite)
+        write_json(with_invocation(gap.to_dict()), out, overwrite=overwrite)
     return gap
 
 

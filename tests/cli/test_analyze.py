@@ -275,6 +275,8 @@ def test_max_memory_bounds_the_analyses_and_leaves_the_numbers(tokens, tmp_path,
     assert plain.exit_code == 0 and capped.exit_code == 0, capped.output
     assert set(limits) == {_streaming.DEFAULT_VALUE_LIMIT, (8 << 20) // _streaming.BYTES_PER_VALUE}
     documents = [json.loads((tmp_path / f"{n}.json").read_text()) for n in ("plain", "capped")]
+    for document in documents:  # the command lines differ (--out, --max-memory)
+        assert document.pop("invocation")["command"] == "analyze"
     assert documents[0] == documents[1]
     bad = run(tokens, "--out", tmp_path / "bad.json", "--max-memory", "lots")
     assert bad.exit_code != 0 and "--max-memory 'lots'" in bad.output
