@@ -9,9 +9,13 @@ come from `divscope.schema` (`*_ARROW`). The analyses read the same files with p
 
 from __future__ import annotations
 
+import atexit
+import functools
 import json
 import os
-from collections.abc import Iterable, Mapping
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +50,79 @@ IDS = pa.large_list(pa.int64())
 
 
 def as_arrow(table: Any) -> pa.Table:
-    """`table` as a `pyarrow.Table`: itself, or a polars DataFrame's `to_arrow()`.
+    """`table` as a `pyarrow.Table`: itself, a polars DataFrame's `to_arrow()`, or a list of
+    dicts (one per row) as `pa.Table.from_pylist` reads it.
 
     >>> as_arrow(pa.table({"a": [1]})).num_rows
     1
+    >>> as_arrow([{"a": 1}, {"a": 2}])["a"].to_pylist()
+    [1, 2]
     """
-    return table if isinstance(table, pa.Table) else table.to_arrow()
+    if isinstance(table, pa.Table):
+        return table
+    if isinstance(table, list | tuple):
+        if not all(isinstance(row, Mapping) for row in table):
+            raise DivscopeError(
+                "a list given as a table must hold one dict per row (column -> value)."
+            )
+        return pa.Table.from_pylist(list(table))
+    return table.to_arrow()
+
+
+def in_memory(value: Any) -> bool:
+    """Whether an input is a table already in memory (a `pyarrow.Table`, a polars DataFrame or
+    a list of dicts) rather than a path: what every reader of a table input accepts.
+
+    >>> in_memory("fixtures/lab/trajectories.jsonl"), in_memory([{"prompt_id": "a"}])
+    (False, True)
+    """
+    return not isinstance(value, str | os.PathLike)
+
+
+def input_name(value: Any, what: str) -> str:
+    """How messages and metadata name an input: its path, or `what` (in memory).
+
+    >>> input_name("prompts.jsonl", "prompts"), input_name([], "prompts")
+    ('prompts.jsonl', 'prompts (in memory)')
+    """
+    return f"{what} (in memory)" if in_memory(value) else str(value)
+
+
+def scratch_table(name: str, run: Callable[[Path], Any]) -> pa.Table:
+    """What a command given no output (`out=None`, the Python API) returns: `run(path)` writes
+    to `path`, a file `name` in a fresh temporary directory, and the table written there is read
+    back (its `divscope` metadata kept) before the directory is removed; `run`'s own result
+    where it is a table already.
+
+    >>> scratch_table("t.parquet", lambda path: pq.write_table(pa.table({"a": [1]}), path)).num_rows
+    1
+    """
+    with tempfile.TemporaryDirectory(prefix="divscope-") as directory:
+        path = Path(directory, name)
+        result = run(path)
+        return result if isinstance(result, pa.Table) else pq.read_table(path)
+
+
+def scratch_file(table: Any, name: str) -> Path:
+    """A table in memory (`in_memory`) written to a Parquet file `name` in this process's
+    scratch directory (removed when the process exits), for the readers that scan files (a
+    `Study`'s token tables); a `pyarrow.Table`'s `divscope` metadata is kept.
+
+    >>> import pyarrow.parquet as pq
+    >>> pq.read_table(scratch_file([{"a": 1}], "a.parquet")).num_rows
+    1
+    """
+    directory = Path(tempfile.mkdtemp(prefix="divscope-", dir=_scratch_root()))
+    path = directory / name
+    pq.write_table(as_arrow(table), path)
+    return path
+
+
+@functools.cache
+def _scratch_root() -> Path:
+    root = Path(tempfile.mkdtemp(prefix="divscope-scratch-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    return root
 
 
 def read_arrow(path: str | os.PathLike) -> pa.Table:
@@ -230,7 +301,7 @@ def read_trajectories_arrow(
     path: str | os.PathLike | Any, *, source: str | None = None
 ) -> pa.Table:
     """Read and validate a trajectory file (docs/contracts.md, "Trajectories"):
-    key + ids or key + text. `path` may also be a table already in memory (Arrow or polars),
+    key + ids or key + text. `path` may also be a table already in memory (`in_memory`),
     validated the same way; `source` names it in the messages (default: the path).
 
     Returns the table with `prompt_id` as text and `sample_id` as int32, ids as lists of int64
@@ -243,9 +314,8 @@ def read_trajectories_arrow(
     >>> trajectories.num_rows, trajectories.schema.field("sample_id").type
     (512, DataType(int32))
     """
-    in_memory = not isinstance(path, str | os.PathLike)
-    table = as_arrow(path) if in_memory else read_arrow(path)
-    source = source or ("trajectories" if in_memory else str(path))
+    table = as_arrow(path) if in_memory(path) else read_arrow(path)
+    source = source or input_name(path, "trajectories")
     columns = table.column_names
     require_columns(columns, TRAJECTORY_KEY, source=source, what="trajectories")
     has_ids = all(c in columns for c in TRAJECTORY_IDS)

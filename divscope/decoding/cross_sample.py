@@ -11,7 +11,6 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import pyarrow as pa
@@ -100,7 +99,7 @@ def cross_sample(
     prompts: str | os.PathLike,
     models: CrossSampleModels,
     policies: Policies,
-    out: PartedOutput,
+    out: PartedOutput | None = None,
     config: Annotated[DecodeConfig, Flag(omit=("window",))] = DecodeConfig(),  # noqa: B008
     grid: Grid = Grid(),  # noqa: B008 (frozen, hashable)
     *,
@@ -148,7 +147,10 @@ def cross_sample(
     Returns:
         The results as written (docs/contracts.md, "Cross-sample results", plus
         `CROSS_SAMPLE_PARAMS_ARROW`), or None when the output is not complete yet: a share whose
-        other shares are still running.
+        other shares are still running. In Python (docs/python.md, "Notebooks"), `prompts`
+        may also be a table in memory and each model one already loaded
+        (`models.loading.given_model`), and with `out=None` the results are written to a
+        temporary file and returned.
 
     Raises:
         DivscopeError: bad prompts, budgets, policies or grader, a missing model, models whose
@@ -178,12 +180,19 @@ def cross_sample(
     from divscope import __version__
     from divscope.decoding.lockstep import planned
     from divscope.distributed import current_world
+    from divscope.models.loading import model_name
     from divscope.models.pair import open_pair
     from divscope.output import Parts, check_output, frame_digest, share_note
     from divscope.prompts import read_prompts_arrow
-    from divscope.tables import conform, read_arrow
+    from divscope.tables import conform, input_name, read_arrow, scratch_table
 
+    if out is None:
+        return scratch_table("cross_sample.parquet", lambda path: cross_sample(
+            prompts, models, policies, path, config, grid, part_rows=part_rows,
+            progress=progress,
+        ))  # fmt: skip
     models, out = CrossSampleModels.of(models), PartedOutput.of(out)
+    where = input_name(prompts, "prompts")
     policies = Policies.of(policies).build(config.sampling)
     budgets, n, grader, force_prefix = grid.budgets, grid.n, grid.grader, grid.force_prefix
     placement = models.placement
@@ -202,9 +211,7 @@ def cross_sample(
     forced = _forced(policies, force_prefix, grid.forced_policies)
     frame = read_prompts_arrow(prompts)
     if grader is not None and "answer" not in frame.column_names:
-        raise DivscopeError(
-            f"{prompts}: --grader {grader} needs an 'answer' column in the prompts."
-        )
+        raise DivscopeError(f"{where}: --grader {grader} needs an 'answer' column in the prompts.")
     keys = frame["prompt_id"].to_pylist()
     maps = _maps(policies, keys)
     names = ("base", "rl", "rast_base", "rast_rl")
@@ -214,7 +221,7 @@ def cross_sample(
             users = ", ".join(p.name for p in policies if name in p.models)
             who = f"policy {users}" if users else "--delta-alignment (all four models)"
             raise DivscopeError(f"{who} needs --{name.replace('_', '-')}.")
-    model_paths = {name: getattr(models, name) for name in needed}
+    model_paths = {name: model_name(getattr(models, name)) for name in needed}
     # The units of work: each chunk of prompts under each setting (policy, budget and forced
     # prefix). Every setting decodes the same chunks, so the models see identical batches
     # across settings and the reproduction invariants between policies hold bit for bit.
@@ -261,7 +268,7 @@ def cross_sample(
     if todo:
         pair = open_pair(models, world, needed)
         loaded = load(
-            frame, str(prompts), pair, stop=config.stop, chat_template=config.chat_template,
+            frame, where, pair, stop=config.stop, chat_template=config.chat_template,
             force_prefix=force_prefix if forced else None,
         )  # fmt: skip
         note_length_cap(
@@ -277,7 +284,7 @@ def cross_sample(
         metadata = {
             **settings,
             "models": pair.describe(loaded.models),
-            "prompts": str(Path(prompts)),
+            "prompts": where,
             "policies": [{"policy": p.name, **p.params()} for p in policies],
             "budgets": list(budgets),
             "force_prefix_ids": list(loaded.prefix_ids),

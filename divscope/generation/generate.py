@@ -133,12 +133,12 @@ class GenerateReport:
 def generate(
     prompts: str | os.PathLike,
     model: Annotated[str, Flag("--model", "-m")],
-    out: PartedOutput,
+    out: PartedOutput | None = None,
     config: GenerateConfig = GenerateConfig(),
     placement: SinglePlacement = SinglePlacement(),  # noqa: B008 (frozen, hashable)
     *,
     progress: Annotated[bool, LIBRARY_ONLY] = True,
-) -> GenerateReport:
+) -> GenerateReport | pa.Table:
     """Sample responses to every prompt from a model and write them as trajectories.
 
     --n responses per prompt of PROMPTS from --model, written to --out. Rows carry token ids and
@@ -163,7 +163,10 @@ def generate(
 
     Returns:
         What was generated. Rows have the `divscope.schema.GENERATED`
-        columns, then the prompts' other columns.
+        columns, then the prompts' other columns. In Python (docs/python.md, "Notebooks"),
+        `prompts` may also be a table in memory and `model` one already loaded
+        (`models.loading.given_model`; `hf` only), and with `out=None` the trajectories are
+        written to a temporary file and returned: a `pyarrow.Table`.
 
     Raises:
         DivscopeError: bad prompts, a finished output or one made with other settings without
@@ -185,11 +188,23 @@ def generate(
         >>> tmp.cleanup()
     """
     from divscope.distributed import current_world
+    from divscope.models.loading import given_model, model_name
     from divscope.models.tokenizers import load_tokenizer
     from divscope.output import Parts
     from divscope.prompts import chat_prompts, prompt_texts, prompt_token_ids, read_prompts_arrow
+    from divscope.tables import input_name, scratch_table
 
+    if out is None:
+        return scratch_table("trajectories.parquet", lambda path: generate(
+            prompts, model, path, config, placement, progress=progress
+        ))  # fmt: skip
     out = PartedOutput.of(out)
+    given, name, where = given_model(model), model_name(model), input_name(prompts, "prompts")
+    if given is not None and config.engine == "vllm":
+        raise DivscopeError(
+            "--engine vllm loads its model itself: give the model's directory or hub id, or "
+            "use --engine hf with a model already loaded."
+        )
     device, device_map = placement.device, placement.device_map
     if config.engine == "vllm" and (device != DEVICE or device_map is not None):
         flag = "--device-map" if device_map is not None else f"--device {device}"
@@ -205,15 +220,15 @@ def generate(
         )
     check_output(out.path, world)
     frame = read_prompts_arrow(prompts)
-    tokenizer = load_tokenizer(model)
+    tokenizer = load_tokenizer(model) if given is None else given[1]
     if config.chat_template:
-        texts, ids = chat_prompts(frame, tokenizer, source=str(prompts))
+        texts, ids = chat_prompts(frame, tokenizer, source=where)
     else:
-        ids = prompt_token_ids(frame, tokenizer, source=str(prompts))
+        ids = prompt_token_ids(frame, tokenizer, source=where)
         texts = prompt_texts(frame, ids, tokenizer)
     keys = frame["prompt_id"].to_pylist()
     parts = Parts.start(
-        out.path, "generate", _settings(model, config, keys, ids), len(keys),
+        out.path, "generate", _settings(name, config, keys, ids), len(keys),
         resume=out.resume, overwrite=out.overwrite, world=world,
     )  # fmt: skip
     mine = [] if parts.finished else world.share([len(x) for x in ids])
@@ -223,7 +238,13 @@ def generate(
     requests = [(keys[i], ids[i]) for i in todo]
     engine = (
         _engine(
-            model, tokenizer, config, placement.dtype, world.device(device), device_map, progress
+            given[0] if given is not None else model,
+            tokenizer,
+            config,
+            placement.dtype,
+            world.device(device),
+            device_map,
+            progress,
         )  # fmt: skip
         if todo
         else None
@@ -240,7 +261,7 @@ def generate(
     ) as bar:
         for j, responses in engine.sample(requests) if engine is not None else ():
             i = todo[j]
-            part = _part(keys[i], texts[i], ids[i], responses, tokenizer, model)
+            part = _part(keys[i], texts[i], ids[i], responses, tokenizer, name)
             extra = carried.take([i] * len(responses))  # the prompt's other columns, repeated
             rows = pa.Table.from_arrays(
                 [*part.columns, *extra.columns], names=[*part.column_names, *extra.column_names]
@@ -278,7 +299,7 @@ def _settings(model: str, config: GenerateConfig, keys: list[str], ids: list[lis
 
 
 def _engine(
-    model: str,
+    model: Any,
     tokenizer: Any,
     config: GenerateConfig,
     dtype: str,
@@ -291,7 +312,11 @@ def _engine(
 
     if config.engine == "vllm":
         return VLLMEngine(model, tokenizer, config.sampling, dtype=dtype, options=config.vllm)
-    loaded = load_model(model, dtype=dtype, device=device, device_map=device_map)
+    loaded = (
+        load_model(model, dtype=dtype, device=device, device_map=device_map)
+        if isinstance(model, str | os.PathLike)
+        else model  # given loaded (`given_model`)
+    )
     return HFEngine(
         loaded, tokenizer, config.sampling, config.batch_size, config.max_memory,
         progress=progress,

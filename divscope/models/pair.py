@@ -39,6 +39,8 @@ class Pair:
     """What the tokenizers share; None for a single model."""
     world: World = field(default_factory=World)
     """The processes of the run: which device each model goes to (`World.device`)."""
+    given: dict[str, Any] = field(default_factory=dict)
+    """Model name -> the model given already loaded (the Python API), used as it is."""
 
     @property
     def tokenizer(self) -> Any:
@@ -51,7 +53,8 @@ class Pair:
         return self.compatibility.vocab if self.compatibility else len(self.tokenizer)
 
     def load(self) -> dict[str, Any]:
-        """The models, by name, in one dtype, on the devices of the placement and the world.
+        """The models, by name, in one dtype, on the devices of the placement and the world; a
+        model given loaded as it is.
 
         Raises:
             DivscopeError: a model that cannot be loaded, or a bad device (naming its flag).
@@ -61,10 +64,12 @@ class Pair:
         placement, world = self.models.placement, self.world
         own = {"base": world.device(placement.base_device),
                "rl": world.device(placement.rl_device)}  # fmt: skip
-        return load_models(
-            self.paths, dtype=placement.dtype, device=world.device(placement.device),
+        named = {name: path for name, path in self.paths.items() if name not in self.given}
+        loaded = load_models(
+            named, dtype=placement.dtype, device=world.device(placement.device),
             device_map=placement.device_map, devices=own,
-        )  # fmt: skip
+        ) if named else {}  # fmt: skip
+        return {n: self.given[n] if n in self.given else loaded[n] for n in self.paths}
 
     def describe(self, loaded: dict[str, Any]) -> dict[str, Any]:
         """The metadata's `models`: each loaded model's path, revision and dtype."""
@@ -88,7 +93,8 @@ def open_pair(
     """The models `names` of `models` with their tokenizers loaded and checked.
 
     Args:
-        models: the model group; each name is one of its fields (`base`, `rl`, ...).
+        models: the model group; each name is one of its fields (`base`, `rl`, ...): a local
+            directory or hub id, or a model already loaded (`loading.given_model`).
         world: the processes of the run (`distributed.current_world`); None: this one alone.
         names: the models the run needs, in the order they load (the first one's tokenizer
             is the run's). With a single name no vocabulary is compared.
@@ -97,20 +103,27 @@ def open_pair(
         DivscopeError: a named model left unset, or tokenizers whose ordinary vocabularies
             differ (unless `models.allow_tokenizer_mismatch`).
     """
+    from divscope.models.loading import given_model, model_name
     from divscope.models.tokenizers import load_tokenizer
     from divscope.vocab import check_tokenizers
 
-    paths = {name: getattr(models, name) for name in names}
-    missing = [name for name, path in paths.items() if path is None]
+    values = {name: getattr(models, name) for name in names}
+    missing = [name for name, value in values.items() if value is None]
     if missing:
         raise DivscopeError(f"no {missing[0]} model given; pass --{missing[0].replace('_', '-')}.")
-    tokenizers = {name: load_tokenizer(path) for name, path in paths.items()}
+    loaded = {name: given_model(value) for name, value in values.items()}
+    paths = {name: model_name(value) for name, value in values.items()}
+    tokenizers = {
+        name: load_tokenizer(paths[name]) if pair is None else pair[1]
+        for name, pair in loaded.items()
+    }
     compatibility = (
         check_tokenizers(tokenizers, allow_mismatch=models.allow_tokenizer_mismatch)
         if len(tokenizers) > 1
         else None
     )
-    return Pair(models, paths, tokenizers, compatibility, world or World())
+    given = {name: pair[0] for name, pair in loaded.items() if pair is not None}
+    return Pair(models, paths, tokenizers, compatibility, world or World(), given)
 
 
 __all__ = ["Pair", "open_pair"]

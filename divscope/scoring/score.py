@@ -33,12 +33,12 @@ over several processes too."""
 def score(
     trajectories: str | os.PathLike,
     models: ModelPair,
-    out: PartedOutput,
+    out: PartedOutput | None = None,
     config: ScoreConfig = ScoreConfig(),  # noqa: B008 (frozen, hashable)
     *,
     part_tokens: Annotated[int, LIBRARY_ONLY] = PART_TOKENS,
     progress: Annotated[bool, LIBRARY_ONLY] = True,
-) -> ScoreSummary | None:
+) -> ScoreSummary | pa.Table | None:
     """Score every response token of a trajectory file under a base and an RL model.
 
     Writes one row per response token (JS on top-p truncated distributions, cross-entropy,
@@ -67,7 +67,10 @@ def score(
     Returns:
         The table's summary (sequences, tokens, JS percentiles; the full-sort count and the
         rate of this run's work), or None when the table is not complete yet: a share whose
-        other shares are still running.
+        other shares are still running. In Python (docs/python.md, "Notebooks"), `trajectories`
+        may also be a table in memory and each model one already loaded
+        (`models.loading.given_model`), and with `out=None` the token table is written to a
+        temporary file and returned: a `pyarrow.Table` with its `divscope` metadata.
 
     Raises:
         DivscopeError: bad trajectories (a `model` column that is not `config.source`
@@ -94,20 +97,33 @@ def score(
     """
     from divscope import __version__
     from divscope.distributed import current_world, reports
+    from divscope.models.loading import model_name
     from divscope.models.pair import open_pair
     from divscope.output import Parts, check_output, frame_digest, share_note
     from divscope.progress import note
     from divscope.scoring.engine import planned, score_trajectories, with_source
-    from divscope.tables import attach_ids, list_lengths, read_columns, read_trajectories_arrow
+    from divscope.tables import (
+        attach_ids,
+        input_name,
+        list_lengths,
+        read_columns,
+        read_trajectories_arrow,
+        scratch_table,
+    )
 
+    if out is None:
+        return scratch_table("tokens.parquet", lambda path: score(
+            trajectories, models, path, config, part_tokens=part_tokens, progress=progress
+        ))  # fmt: skip
     out = PartedOutput.of(out)
-    base, rl, placement = models.base, models.rl, models.placement
+    base, rl, placement = model_name(models.base), model_name(models.rl), models.placement
+    where = input_name(trajectories, "trajectories")
     world = current_world(out.shard, placement.device, placement.device_map)
     check_output(out.path, world)
     # Cheap checks first: a bad file or an existing output should not wait for model loading.
     frame = read_trajectories_arrow(trajectories)
-    frame = with_source(frame, config.source, where=str(trajectories))
-    note(_unknown_source(frame, trajectories), enabled=reports())
+    frame = with_source(frame, config.source, where=where)
+    note(_unknown_source(frame, where), enabled=reports())
     pair = open_pair(models, world)
     tokenizer, compatibility = pair.tokenizer, pair.compatibility
     assert compatibility is not None  # two models
@@ -153,7 +169,7 @@ def score(
         metadata = {
             **settings,
             "models": pair.describe(loaded),
-            "trajectories": str(Path(trajectories)),
+            "trajectories": where,
             "sources": source_roles(sorted(pc.unique(named).to_pylist()), base, rl),
             "tokenizers": compatibility.metadata(),
             "batch_tokens": config.batch_tokens,  # as planned (`--max-memory`) or given
@@ -210,7 +226,7 @@ def source_roles(values: Iterable[str | None], base: str, rl: str) -> dict[str, 
     return roles
 
 
-def _unknown_source(frame: pa.Table, trajectories: str | os.PathLike) -> str | None:
+def _unknown_source(frame: pa.Table, trajectories: str) -> str | None:
     """What `score` says on stderr about trajectories whose source is unknown (None: none)."""
     unknown = frame["model"].null_count
     if not unknown:
