@@ -3,7 +3,8 @@
 One function per command, each importable from here and living in
 `divscope/<package>/<command>.py`: `score`, `analyze`, `plot`, `report`, `generate`, `grade`,
 `cross_sample`, `calibrate`, `weights` and `watch`; and `quickstart` (all of them in turn, on
-the lab) in `divscope/lab_study.py`; with the configuration classes they take.
+the lab) in `divscope/lab_study.py`; `view`, the report's token viewer in a notebook, in
+`divscope/reporting/notebook.py`; with the configuration classes they take.
 
 Each command's docstring has an example that runs on the lab in `fixtures/lab`.
 
@@ -33,6 +34,7 @@ _EXPORTS: dict[str, str] = {
     "quickstart": "divscope.lab_study",
     "report": "divscope.reporting.report",
     "score": "divscope.scoring.score",
+    "view": "divscope.reporting.notebook",
     "watch": "divscope.monitor.watch",
     "weights": "divscope.scoring.weights",
     "DecodeConfig": "divscope.decoding.lockstep",
