@@ -103,18 +103,25 @@ def scratch_table(name: str, run: Callable[[Path], Any]) -> pa.Table:
         return result if isinstance(result, pa.Table) else pq.read_table(path)
 
 
-def scratch_file(table: Any, name: str) -> Path:
+def scratch_file(table: Any, name: str, types: Mapping[str, pa.DataType] | None = None) -> Path:
     """A table in memory (`in_memory`) written to a Parquet file `name` in this process's
     scratch directory (removed when the process exits), for the readers that scan files (a
-    `Study`'s token tables); a `pyarrow.Table`'s `divscope` metadata is kept.
+    `Study`'s token tables); a `pyarrow.Table`'s `divscope` metadata is kept, and the columns
+    of `types` it holds are cast to their types (a list of dicts has Python's: int64, float64).
 
-    >>> import pyarrow.parquet as pq
-    >>> pq.read_table(scratch_file([{"a": 1}], "a.parquet")).num_rows
-    1
+    Raises:
+        DivscopeError: a column of `types` whose values do not cast.
+
+    >>> pq.read_table(scratch_file([{"a": 1}], "a.parquet", {"a": pa.int32()})).schema
+    a: int32
     """
+    table = as_arrow(table)
+    if types:
+        present = {c: t for c, t in types.items() if c in table.column_names}
+        table = cast_table(table, present, source=f"{name} (in memory)")
     directory = Path(tempfile.mkdtemp(prefix="divscope-", dir=_scratch_root()))
     path = directory / name
-    pq.write_table(as_arrow(table), path)
+    pq.write_table(table, path)
     return path
 
 

@@ -81,8 +81,9 @@ class Study:
             evolution = tuple(f"{step}={path}" for step, path in evolution.items())
         set_ = object.__setattr__
         set_(self, "evolution", tuple(str(s) for s in evolution))
-        compare = tuple(_file(table, f"compare-{i}") for i, table in enumerate(compare))
-        for name in ("tokens", "cross_sample", "difficulty"):
+        compare = tuple(_file(table, f"compare-{i}", True) for i, table in enumerate(compare))
+        set_(self, "tokens", _file(self.tokens, "tokens", True))
+        for name in ("cross_sample", "difficulty"):
             set_(self, name, _file(getattr(self, name), name))
         tokens = self.tokens
         if tokens is None:
@@ -184,16 +185,17 @@ class StudyTables:
     which the tuned model's (`divscope.analyses.populations`)."""
 
 
-def _file(table: Any, name: str) -> Any:
+def _file(table: Any, name: str, tokens: bool = False) -> Any:
     """A table given in memory (the Python API: a polars DataFrame, a `pyarrow.Table` or a
     list of dicts) as a Parquet file in the scratch directory, named `name` (the label of a
-    compared token table; a labelled one's label comes from `compare`'s mapping); a path, or
-    None, as it is."""
+    compared token table; a labelled one's label comes from `compare`'s mapping), a token
+    table (`tokens`) in the token table's types; a path, or None, as it is."""
+    from divscope.schema import TOKEN_TABLE_ARROW
     from divscope.tables import in_memory, scratch_file
 
     if table is None or not in_memory(table):
         return table
-    return scratch_file(table, f"{name}.parquet")
+    return scratch_file(table, f"{name}.parquet", TOKEN_TABLE_ARROW if tokens else None)
 
 
 def source_roles(path: str | os.PathLike) -> dict[str, str | None]:

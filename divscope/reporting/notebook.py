@@ -24,7 +24,7 @@ RESPONSES = 5
 the others, as the report chooses them."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class TokenView:
     """Responses of a token table, token by token, as the report's viewer shows them; Jupyter
     displays it (`_repr_html_`), and `html()` is the same HTML for a page of your own."""
@@ -60,6 +60,15 @@ class TokenView:
             f"<script>{asset('viewer.js')}\n{mount}</script>"
             "</div>"
         )
+
+    def __repr__(self) -> str:
+        """The responses shown, by key (the document itself is long).
+
+        >>> TokenView({"responses": [{"prompt_id": "p1", "sample_id": 0}]})
+        TokenView(p1/0)
+        """
+        keys = [f"{r['prompt_id']}/{r['sample_id']}" for r in self.document["responses"]]
+        return f"TokenView({', '.join(keys)})"
 
     def _repr_html_(self) -> str:
         """What Jupyter displays: `html()`."""
@@ -105,11 +114,14 @@ def view(
     from divscope.io import scan_token_table
     from divscope.reporting.data import thresholds, viewer_document
     from divscope.reporting.report import decoder
+    from divscope.schema import TOKEN_TABLE_ARROW
     from divscope.tables import in_memory, scratch_file
 
     if isinstance(tokens, pl.LazyFrame):
         tokens = tokens.collect()
-    path = scratch_file(tokens, "tokens.parquet") if in_memory(tokens) else tokens
+    if in_memory(tokens):
+        tokens = scratch_file(tokens, "tokens.parquet", TOKEN_TABLE_ARROW)
+    path = tokens
     table = scan_token_table(path)
     decode, _ = decoder(path, tokenizer)
     if response is None:
