@@ -88,7 +88,8 @@ def view(
     Args:
         tokens: a token table: its path, or the table in memory (what `score(out=None)`
             returns, a polars DataFrame or LazyFrame, a list of dicts).
-        response: the response to show, `(prompt_id, sample_id)`, or a list of them; None:
+        response: the response to show, `(prompt_id, sample_id)`, or a list of them (listed
+            in that order); None:
             `responses` of them, chosen as the report chooses (the most divergent half by
             largest `js`, then a seeded random sample of the others).
         responses: how many to show when `response` is None.
@@ -141,6 +142,8 @@ def view(
         )
     chosen = table.join(wanted.lazy(), on=["prompt_id", "sample_id"], how="semi")
     document = viewer_document(chosen, responses=len(keys), seed=seed, decode=decode)
+    order = {(str(k[0]), int(k[1])): i for i, k in enumerate(keys)}
+    document["responses"].sort(key=lambda r: order[r["prompt_id"], r["sample_id"]])
     document["thresholds"] = thresholds(table)  # the whole table's, as the report's
     document["included"] = {"responses_total": held.height, "rule": "the responses asked for"}
     return TokenView(document)
