@@ -37,6 +37,7 @@ _EXPORTS: dict[str, str] = {
     "view": "divscope.reporting.notebook",
     "watch": "divscope.monitor.watch",
     "weights": "divscope.scoring.weights",
+    "Chat": "divscope.params",
     "DecodeConfig": "divscope.decoding.lockstep",
     "GenerateConfig": "divscope.generation.generate",
     "GradeConfig": "divscope.grading.table",

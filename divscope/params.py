@@ -175,6 +175,26 @@ class PartedOutput(Output):
 
 
 @dataclass(frozen=True)
+class Chat:
+    """How the prompts become chat prompts: the tokenizer's chat template and a system prompt,
+    applied in one place (`prompts.template_messages`) by every command that reads prompts.
+
+    A `messages` column always goes through the template; a `prompt` column with
+    `chat_template`; `prompt_ids` never.
+
+    >>> Chat(system_prompt="Reason step by step.").chat_template
+    False
+    """
+
+    chat_template: bool = False
+    """Wrap each raw question of the prompts' `prompt` column in the tokenizer's chat template,
+    as one user turn (a `messages` column is templated without it)."""
+    system_prompt: str | None = None
+    """A system turn put first in every chat prompt that has none (needs --chat-template or a
+    `messages` column in the prompts)."""
+
+
+@dataclass(frozen=True)
 class Recovery:
     """How recovery and its intervals are estimated from graded responses: the measure, the
     controls that bound it, and the bootstrap. Its upper bound, an input, is the `Study`'s
@@ -201,6 +221,7 @@ class Recovery:
 
 __all__ = [
     "LIBRARY_ONLY",
+    "Chat",
     "Flag",
     "ModelPair",
     "Output",

@@ -76,10 +76,14 @@ TRAJECTORY_OPTIONAL_ARROW: dict[str, pa.DataType] = {
     "model": _TEXT,
 }
 
-# Prompts: prompt_id plus either text or ids.
+# Prompts: prompt_id plus text, chat messages or ids.
 PROMPT_KEY = "prompt_id"
 PROMPT_TEXT = "prompt"
 PROMPT_IDS = "prompt_ids"
+PROMPT_MESSAGES = "messages"
+# A chat prompt's turns, in order: each a role and its text; the roles a prompt may hold.
+CHAT_ROLES: tuple[str, ...] = ("system", "user", "assistant")
+PROMPT_MESSAGES_ARROW = pa.large_list(pa.struct([("role", _TEXT), ("content", _TEXT)]))
 PROMPT_OPTIONAL_ARROW: dict[str, pa.DataType] = {"answer": _TEXT, "benchmark": _TEXT}
 
 # One row per response of `divscope generate`: trajectories with both ids and text. The

@@ -350,7 +350,8 @@ def read_trajectories_arrow(
 
 
 def attach_ids(table: pa.Table, tokenizer: Any) -> pa.Table:
-    """Make sure `table` has `prompt_ids` and `response_ids`, tokenizing text if needed.
+    """Make sure `table` has `prompt_ids` and `response_ids`, tokenizing the text of each that
+    it lacks.
 
     Text prompts are tokenized as the model would see them (special tokens added, e.g. BOS);
     responses with `add_special_tokens=False`. The scoring engine validates the ids (empty
@@ -363,15 +364,16 @@ def attach_ids(table: pa.Table, tokenizer: Any) -> pa.Table:
     >>> len(with_ids["prompt_ids"][0]), len(with_ids["response_ids"][0])
     (5, 6)
     """
-    if all(c in table.column_names for c in TRAJECTORY_IDS):
-        return table
-    prompts = [tokenizer(text)["input_ids"] for text in table["prompt"].to_pylist()]
-    responses = [
-        tokenizer(text, add_special_tokens=False)["input_ids"]
-        for text in table["response"].to_pylist()
-    ]
-    table = table.append_column("prompt_ids", pa.array(prompts, IDS))
-    return table.append_column("response_ids", pa.array(responses, IDS))
+    if "prompt_ids" not in table.column_names:
+        prompts = [tokenizer(text)["input_ids"] for text in table["prompt"].to_pylist()]
+        table = table.append_column("prompt_ids", pa.array(prompts, IDS))
+    if "response_ids" not in table.column_names:
+        responses = [
+            tokenizer(text, add_special_tokens=False)["input_ids"]
+            for text in table["response"].to_pylist()
+        ]
+        table = table.append_column("response_ids", pa.array(responses, IDS))
+    return table
 
 
 def list_lengths(column: Any) -> np.ndarray:

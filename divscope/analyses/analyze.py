@@ -16,7 +16,7 @@ from divscope.params import Flag, Output, Recovery
 
 
 def analyze(
-    study: Study,
+    study: Annotated[Study, Flag(omit=("prompts",))],
     out: Output | None = None,
     metrics: Metrics = Metrics(),  # noqa: B008 (frozen, hashable)
     recovery: Recovery = Recovery(),  # noqa: B008 (frozen, hashable)

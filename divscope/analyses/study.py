@@ -25,6 +25,7 @@ import polars as pl
 from divscope.analyses.populations import SourceRoles
 from divscope.errors import DivscopeError
 from divscope.params import Flag
+from divscope.readers import Reading
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,9 @@ class Study:
     difficulty_model: str | None = None
     """The base model's `model` value when --difficulty holds several models' responses
     (e.g. base in the lab's trajectories.jsonl)."""
+    difficulty_reading: Reading = Reading()
+    """How --difficulty is read: its format (a verl dump, TRL completions, an eval log...) and
+    the column that grades it (docs/inputs.md)."""
 
     def __post_init__(self) -> None:
         compare, label = self.compare, self.label
@@ -143,6 +147,7 @@ class Study:
         """The inputs, read on first use and kept: the token tables scanned lazily."""
         from divscope.analyses.difficulty import difficulty_tertiles
         from divscope.io import read_reference, read_table, scan_token_table
+        from divscope.readers import read_responses, require_graded
 
         compared = self.compared
         steps = self.steps
@@ -154,7 +159,12 @@ class Study:
             reference=read_reference(self.reference),
             difficulty=None
             if self.difficulty is None
-            else difficulty_tertiles(read_table(self.difficulty), model=self.difficulty_model),
+            else difficulty_tertiles(
+                pl.from_arrow(
+                    require_graded(read_responses(self.difficulty, self.difficulty_reading))
+                ),
+                model=self.difficulty_model,
+            ),
             roles=SourceRoles(
                 tokens=source_roles(self.tokens),
                 compare={name: source_roles(path) for name, path in compared.items()},

@@ -100,8 +100,8 @@ def calibrate(
         target: the takeover rates, the gates' window and the samples per prompt.
         models: the base and the RL model (prompts only; a `ModelPair` will do), and where
             they run.
-        config: sampling, length cap, stop tokens and chat template of the calibration
-            responses (prompts only).
+        config: sampling, length cap, stop tokens, chat template and system prompt of the
+            calibration responses (prompts only).
         progress: show progress bars on stderr.
 
     Returns:
@@ -139,8 +139,8 @@ def calibrate(
         table = read_columns(source, SCORE_COLUMNS.values(), what="calibration")
         description = str(source)
     else:
-        table = _score_base_samples(source, models, target.n, config, progress)
-        description = f"{source}: {target.n} base samples per prompt (base={base}, rl={rl})"
+        table, chat = _score_base_samples(source, models, target.n, config, progress)
+        description = f"{source}: {target.n} base samples per prompt (base={base}, rl={rl}{chat})"
     calibration = calibrate_table(table, target.rate, target.window, description)
     calibration.to_json(out.path)
     return calibration
@@ -148,20 +148,23 @@ def calibrate(
 
 def _score_base_samples(
     prompts: str | os.PathLike, models: ModelPair, n: int, config: DecodeConfig, progress: bool
-) -> pa.Table:
-    """The token table of `n` base-policy responses per prompt, scored against the RL model."""
+) -> tuple[pa.Table, str]:
+    """The token table of `n` base-policy responses per prompt, scored against the RL model,
+    and a note of the chat settings for the calibration's description ("" without a
+    template)."""
     from divscope.decoding.inputs import load, note_length_cap
     from divscope.decoding.lockstep import decode
     from divscope.decoding.policies import Base
     from divscope.models.pair import open_pair
-    from divscope.prompts import read_prompts_arrow
+    from divscope.prompts import chat_settings, read_prompts_arrow
     from divscope.scoring.engine import ScoreConfig, score_trajectories
 
     frame = read_prompts_arrow(prompts)
-    loaded = load(
-        frame, str(prompts), open_pair(models), stop=config.stop,
-        chat_template=config.chat_template,
-    )  # fmt: skip
+    chat = chat_settings(frame, config.chat, source=str(prompts))  # a system prompt: templated
+    note = "; chat template" if chat["chat_template"] else ""
+    if chat["system_prompt"] is not None:
+        note += f", system prompt {chat['system_prompt']!r}"
+    loaded = load(frame, str(prompts), open_pair(models), stop=config.stop, chat=config.chat)
     keys = frame["prompt_id"].to_pylist()
     note_length_cap(keys, loaded.prompt_ids, config.max_new_tokens, loaded.models,
                     enabled=progress)  # fmt: skip
@@ -198,4 +201,4 @@ def _score_base_samples(
         vocab=loaded.vocab,
         progress=progress,
     )
-    return pa.concat_tables(batches)
+    return pa.concat_tables(batches), note

@@ -118,8 +118,8 @@ def cross_sample(
     done; --resume continues an interrupted run.
 
     Args:
-        prompts: Prompts: Parquet or JSONL with prompt_id, prompt or prompt_ids, and answer
-            (for --grader).
+        prompts: Prompts: Parquet or JSONL with prompt_id, prompt, messages (chat turns) or
+            prompt_ids, and answer (for --grader).
         models: the base model, the RL model (not needed by `base` and `rast`) and the small
             pair of `rast`; a plain `ModelPair` has no small pair.
         policies: the policies to run: `Policies` (specs and their default keys), or the
@@ -137,8 +137,8 @@ def cross_sample(
             settings and prompts are the same; `shard` `i/n` does share i of n of the parts
             (`out` must then be a directory; under torchrun each process takes its share by
             itself).
-        config: the run's sampling (its one home), length cap, seed, batch size, stop tokens
-            and chat template.
+        config: the run's sampling (its one home), length cap, seed, batch size, stop tokens,
+            chat template and system prompt.
         grid: budgets, responses per prompt, a forced opening and the grader.
         part_rows: responses per part (a chunk holds ceil(part_rows / n) prompts); fixed by
             the first run of an output.
@@ -183,7 +183,7 @@ def cross_sample(
     from divscope.models.loading import model_name
     from divscope.models.pair import open_pair
     from divscope.output import Parts, check_output, frame_digest, share_note
-    from divscope.prompts import read_prompts_arrow
+    from divscope.prompts import chat_settings, read_prompts_arrow
     from divscope.tables import conform, input_name, read_arrow, scratch_table
 
     if out is None:
@@ -252,7 +252,7 @@ def cross_sample(
         "seed": config.seed,
         "delta_alignment": config.delta_alignment,
         "stop": list(config.stop),
-        "chat_template": config.chat_template,
+        **chat_settings(frame, config.chat, source=where),
         "grader": grader,
         "dtype": placement.dtype,
         "divscope_version": __version__,
@@ -268,7 +268,7 @@ def cross_sample(
     if todo:
         pair = open_pair(models, world, needed)
         loaded = load(
-            frame, where, pair, stop=config.stop, chat_template=config.chat_template,
+            frame, where, pair, stop=config.stop, chat=config.chat,
             force_prefix=force_prefix if forced else None,
         )  # fmt: skip
         note_length_cap(

@@ -9,6 +9,7 @@ from typing import Any
 
 from divscope.errors import DivscopeError
 from divscope.models.pair import Pair
+from divscope.params import Chat
 from divscope.vocab import Compatibility
 
 
@@ -19,7 +20,7 @@ class Loaded:
     pair: Pair
     """The models' paths, tokenizers and placement (`models.pair.open_pair`)."""
     prompt_ids: list[list[int]]
-    """Each prompt's token ids (chat-templated with `chat_template`)."""
+    """Each prompt's token ids (`prompts.prompt_token_ids`: chat prompts templated)."""
     models: dict[str, Any]
     """The loaded models by name, in one dtype."""
     stop: list[int]
@@ -72,7 +73,7 @@ def load(
     pair: Pair,
     *,
     stop: Sequence[str] = (),
-    chat_template: bool = False,
+    chat: Chat = Chat(),  # noqa: B008 (frozen, hashable)
     force_prefix: str | None = None,
 ) -> Loaded:
     """Load what a decoding run needs; the prompts and the forced prefix are checked before
@@ -83,7 +84,7 @@ def load(
         source: the prompts file, for error messages.
         pair: the run's models, their tokenizers checked; the first one's tokenizer is used.
         stop: extra stop tokens (`--stop`: ids or single-token strings).
-        chat_template: wrap each raw question in the first tokenizer's chat template.
+        chat: the chat template and system prompt, applied with the first tokenizer.
         force_prefix: a forced opening, tokenized with the first tokenizer without special
             tokens into `Loaded.prefix_ids`.
 
@@ -93,13 +94,10 @@ def load(
             that cannot be loaded, or a bad `--stop`.
     """
     from divscope.models.tokenizers import stop_ids
-    from divscope.prompts import chat_prompts, prompt_token_ids
+    from divscope.prompts import prompt_token_ids
 
     tokenizer, vocab = pair.tokenizer, pair.vocab
-    if chat_template:
-        prompt_ids = chat_prompts(frame, tokenizer, source=source)[1]
-    else:
-        prompt_ids = prompt_token_ids(frame, tokenizer, source=source)
+    prompt_ids = prompt_token_ids(frame, tokenizer, source=source, chat=chat)
     prefix_ids: tuple[int, ...] = ()
     if force_prefix is not None:
         prefix_ids = tuple(tokenizer.encode(force_prefix, add_special_tokens=False))

@@ -58,7 +58,7 @@ from divscope.models.head import (
 )
 from divscope.models.lengths import context_length, new_token_limits
 from divscope.oom import PLACEMENT_ADVICE, halving
-from divscope.params import LIBRARY_ONLY, Flag
+from divscope.params import LIBRARY_ONLY, Chat, Flag
 from divscope.progress import Progress
 from divscope.scoring.metrics import StatsConfig
 
@@ -98,8 +98,9 @@ class DecodeConfig:
     """Another token that ends a response, besides every model's EOS tokens (tokenizer and
     generation config): a token id or a string that is one token, e.g. '<|im_end|>' (repeat
     for several)."""
-    chat_template: bool = False
-    """Wrap each raw question in the base tokenizer's chat template."""
+    chat: Chat = Chat()
+    """The chat template and a system prompt, applied with the base tokenizer (a `messages`
+    column is always templated)."""
     drop_finished: Annotated[bool, LIBRARY_ONLY] = True
     """Drop finished rows from the batch and the caches; False keeps them to the end (same
     tokens, slower: for tests and benchmarks)."""

@@ -31,7 +31,7 @@ from divscope.generation.engine import (
 )
 from divscope.memory_plan import format_bytes, parse_memory
 from divscope.output import check_output, frame_digest, share_note, written
-from divscope.params import LIBRARY_ONLY, Flag, PartedOutput, SinglePlacement
+from divscope.params import LIBRARY_ONLY, Chat, Flag, PartedOutput, SinglePlacement
 from divscope.progress import Progress, note
 from divscope.schema import GENERATED_ARROW, arrow_schema
 from divscope.tables import IDS
@@ -46,8 +46,8 @@ class GenerateConfig:
     engine: EngineName = ENGINE
     """hf (transformers, the lockstep decoder; any transformers model) or vllm (needs
     `divscope[vllm]`)."""
-    chat_template: bool = False
-    """Wrap each raw question in the tokenizer's chat template."""
+    chat: Chat = Chat()
+    """The chat template and a system prompt (a `messages` column is always templated)."""
     batch_size: Annotated[int | None, Flag(min=1)] = None
     """Sequences decoded together (hf only: vLLM schedules its own batches over all prompts
     at once); on the CPU results do not depend on it. Default: as many as fit --max-memory
@@ -148,15 +148,17 @@ def generate(
     prompt at once.
 
     Args:
-        prompts: Prompts: Parquet or JSONL with prompt_id and prompt (text) or prompt_ids,
-            optional answer and other columns (carried into every response row).
+        prompts: Prompts: Parquet or JSONL with prompt_id and prompt (text), messages (chat
+            turns: a list of role, content) or prompt_ids, optional answer and other columns
+            (carried into every response row).
         model: The model: a local directory or a hub id.
         out: the trajectories (or their path): a directory of per-prompt parts, or a `.parquet`
             / `.jsonl` file assembled when all prompts are done. `resume` skips the prompts
             already written, after checking that the settings and prompts are the same;
             `shard` `i/n` does share i of n of the prompts (a SLURM array; `out` must then be a
             directory; under torchrun each process takes its share by itself).
-        config: sampling, engine, chat template, batch size (`hf`) and vLLM options.
+        config: sampling, engine, chat template and system prompt, batch size (`hf`) and
+            vLLM options.
         placement: dtype, and device or device map (`hf`; vLLM places the model itself: use
             `config.vllm.tensor_parallel_size` for a model larger than one GPU).
         progress: show a progress bar over prompts on stderr.
@@ -191,7 +193,7 @@ def generate(
     from divscope.models.loading import given_model, model_name
     from divscope.models.tokenizers import load_tokenizer
     from divscope.output import Parts
-    from divscope.prompts import chat_prompts, prompt_texts, prompt_token_ids, read_prompts_arrow
+    from divscope.prompts import chat_settings, read_prompts_arrow, tokenized_prompts
     from divscope.tables import input_name, scratch_table
 
     if out is None:
@@ -221,14 +223,11 @@ def generate(
     check_output(out.path, world)
     frame = read_prompts_arrow(prompts)
     tokenizer = load_tokenizer(model) if given is None else given[1]
-    if config.chat_template:
-        texts, ids = chat_prompts(frame, tokenizer, source=where)
-    else:
-        ids = prompt_token_ids(frame, tokenizer, source=where)
-        texts = prompt_texts(frame, ids, tokenizer)
+    texts, ids = tokenized_prompts(frame, tokenizer, source=where, chat=config.chat)
     keys = frame["prompt_id"].to_pylist()
+    chat = chat_settings(frame, config.chat, source=where)
     parts = Parts.start(
-        out.path, "generate", _settings(name, config, keys, ids), len(keys),
+        out.path, "generate", _settings(name, config, chat, keys, ids), len(keys),
         resume=out.resume, overwrite=out.overwrite, world=world,
     )  # fmt: skip
     mine = [] if parts.finished else world.share([len(x) for x in ids])
@@ -277,8 +276,11 @@ def generate(
     )
 
 
-def _settings(model: str, config: GenerateConfig, keys: list[str], ids: list[list[int]]) -> dict:
-    """The settings that decide the output; a resumed run must match them exactly.
+def _settings(
+    model: str, config: GenerateConfig, chat: dict, keys: list[str], ids: list[list[int]]
+) -> dict:
+    """The settings that decide the output (`chat`: `prompts.chat_settings`); a resumed run
+    must match them exactly.
 
     Of the vLLM options only the tensor-parallel size is recorded: it changes the model's
     arithmetic (sharded matmuls round differently). The memory share and the context length
@@ -294,7 +296,7 @@ def _settings(model: str, config: GenerateConfig, keys: list[str], ids: list[lis
     settings = asdict(config.sampling) | {"engine": config.engine}
     if config.engine == "vllm":
         settings["tensor_parallel_size"] = config.vllm.tensor_parallel_size
-    settings |= {"chat_template": config.chat_template, "model": model, "prompts_sha256": digest}
+    settings |= chat | {"model": model, "prompts_sha256": digest}
     return settings | {"divscope_version": __version__}
 
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 import os
 from collections import Counter
 from dataclasses import dataclass
+from typing import Annotated
+
+import polars as pl
 
 from divscope.estimators import Interval
 from divscope.grading.accuracy import mean_at_n
@@ -17,7 +20,8 @@ from divscope.grading.registry import get_grader
 from divscope.grading.table import GradeConfig, grade_table
 from divscope.io import read_table, write_table
 from divscope.output import check_target
-from divscope.params import Output
+from divscope.params import Flag, Output
+from divscope.readers import Reading, read_responses
 from divscope.schema import require_columns
 
 
@@ -57,6 +61,7 @@ def grade(
     config: GradeConfig = GradeConfig(),  # noqa: B008 (frozen, hashable)
     *,
     answers: str | os.PathLike | None = None,
+    reading: Annotated[Reading, Flag(omit=("correct", "prompts"))] = Reading(),  # noqa: B008
 ) -> GradeReport:
     """Grade every response against its gold answer and write the graded table.
 
@@ -72,6 +77,8 @@ def grade(
         config: the grader, its timeout and the number of workers.
         answers: Prompts file with 'prompt_id' and 'answer', for responses without an 'answer'
             column.
+        reading: the responses' format (`--from`, detected by default; docs/inputs.md): a
+            verl dump, TRL completions or an eval log is graded as its trajectory columns.
 
     Returns:
         Counts, mean@n with its interval, and the `grade_note`s.
@@ -94,7 +101,7 @@ def grade(
     out = Output.of(out)
     check_target(out.path, overwrite=out.overwrite)
     get_grader(config.grader)  # an unknown grader fails before a large input is read
-    frame = read_table(responses)
+    frame = pl.from_arrow(read_responses(responses, reading))
     needed = ["prompt_id", "response"]
     require_columns(frame.columns, needed, source=str(responses), what="grading")
     gold = None if answers is None else read_table(answers)

@@ -12,6 +12,7 @@ import os
 import time
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 from typing import Annotated
 
@@ -20,6 +21,7 @@ import pyarrow.compute as pc
 
 from divscope.params import LIBRARY_ONLY, ModelPair, PartedOutput
 from divscope.progress import Progress
+from divscope.readers import Reading
 from divscope.scoring.engine import ScoreConfig, ScoreSummary
 
 PART_TOKENS = 2**18
@@ -35,6 +37,7 @@ def score(
     models: ModelPair,
     out: PartedOutput | None = None,
     config: ScoreConfig = ScoreConfig(),  # noqa: B008 (frozen, hashable)
+    reading: Reading = Reading(),  # noqa: B008 (frozen, hashable)
     *,
     part_tokens: Annotated[int, LIBRARY_ONLY] = PART_TOKENS,
     progress: Annotated[bool, LIBRARY_ONLY] = True,
@@ -49,7 +52,8 @@ def score(
 
     Args:
         trajectories: Trajectories: Parquet or JSONL, token ids or text (docs/contracts.md,
-            "Trajectories").
+            "Trajectories"), or responses in another format (verl, TRL, lm-eval, lighteval;
+            docs/inputs.md).
         models: the base and the RL model (both needed; the RL tokenizer's ordinary
             vocabulary must be the base model's, `divscope.vocab.check_tokenizers`: differing
             special tokens only warn) and where they run.
@@ -60,6 +64,8 @@ def score(
             trajectories are the same; `shard` `i/n` does share i of n of the units.
         config: top-p, temperature, batching and chunking, and the trajectories' source where
             they have no `model` column.
+        reading: the trajectories' format (`--from`, detected by default), their `correct`
+            column and the prompts they were made from (`divscope.readers.read_responses`).
         part_tokens: response tokens per part at most (`score_units`); fixed by the first run
             of an output.
         progress: show a progress bar on stderr.
@@ -101,6 +107,7 @@ def score(
     from divscope.models.pair import open_pair
     from divscope.output import Parts, check_output, frame_digest, share_note
     from divscope.progress import note
+    from divscope.readers import read_responses, reading_info
     from divscope.scoring.engine import planned, score_trajectories, with_source
     from divscope.tables import (
         attach_ids,
@@ -113,7 +120,8 @@ def score(
 
     if out is None:
         return scratch_table("tokens.parquet", lambda path: score(
-            trajectories, models, path, config, part_tokens=part_tokens, progress=progress
+            trajectories, models, path, config, reading, part_tokens=part_tokens,
+            progress=progress,
         ))  # fmt: skip
     out = PartedOutput.of(out)
     base, rl, placement = model_name(models.base), model_name(models.rl), models.placement
@@ -121,10 +129,13 @@ def score(
     world = current_world(out.shard, placement.device, placement.device_map)
     check_output(out.path, world)
     # Cheap checks first: a bad file or an existing output should not wait for model loading.
-    frame = read_trajectories_arrow(trajectories)
+    opened = cache(lambda: open_pair(models, world))  # the tokenizers, once, when needed
+    frame = read_responses(trajectories, reading, lambda: opened().tokenizer)
+    read_as = reading_info(frame)
+    frame = read_trajectories_arrow(frame, source=where)
     frame = with_source(frame, config.source, where=where)
     note(_unknown_source(frame, where), enabled=reports())
-    pair = open_pair(models, world)
+    pair = opened()
     tokenizer, compatibility = pair.tokenizer, pair.compatibility
     assert compatibility is not None  # two models
     frame = attach_ids(frame, tokenizer)
@@ -170,6 +181,7 @@ def score(
             **settings,
             "models": pair.describe(loaded),
             "trajectories": where,
+            "reading": read_as,
             "sources": source_roles(sorted(pc.unique(named).to_pylist()), base, rl),
             "tokenizers": compatibility.metadata(),
             "batch_tokens": config.batch_tokens,  # as planned (`--max-memory`) or given

@@ -58,3 +58,36 @@ def test_a_directory_of_parts_stays_one_table_and_an_empty_one_is_refused(tmp_pa
         evolution_steps([str(empty)])
     with pytest.raises(DivscopeError, match="give TOKENS, or --evolution"):
         Study()
+
+
+def test_difficulty_reads_graded_responses_of_any_format(tmp_path):
+    import json
+
+    from divscope.readers import Reading
+
+    dump = tmp_path / "0.jsonl"
+    scores = {"easy": [1.0, 1.0], "mid": [1.0, 0.0], "hard": [0.0, 0.0]}
+    dump.write_text("".join(
+        json.dumps({"input": q, "output": f" try {i}", "score": s, "step": 0, "acc": s > 0}) + "\n"
+        for q, values in scores.items() for i, s in enumerate(values)
+    ))  # fmt: skip
+    tokens = tmp_path / "tokens.parquet"
+    synthetic_tokens(n_prompts=1, n_samples=1).write_parquet(tokens)
+    study = Study(tokens, difficulty=dump,
+                  difficulty_reading=Reading("verl", correct="acc"))  # fmt: skip
+    tertiles = study.tables.difficulty
+    assert tertiles["pass_at_1"].to_list() == [0.0, 0.5, 1.0]
+    assert tertiles["difficulty"].to_list() == ["hard", "medium", "easy"]
+
+
+def test_difficulty_of_ungraded_responses_says_to_grade_them(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    generated = tmp_path / "gen.parquet"
+    prompt = [{"role": "user", "content": "2 + 2?"}]
+    pq.write_table(pa.table({"prompt": [prompt], "responses": [[" 4", " 5"]]}), generated)
+    tokens = tmp_path / "tokens.parquet"
+    synthetic_tokens(n_prompts=1, n_samples=1).write_parquet(tokens)
+    with pytest.raises(DivscopeError, match=r"gen.parquet: no 'correct' column \(read as verl-gen"):
+        _ = Study(tokens, difficulty=generated).tables

@@ -60,7 +60,7 @@ def test_prompts_without_prompt_or_prompt_ids_are_a_clear_error(tmp_path, tiny_p
     prompts = _prompts(tmp_path / "p.jsonl", [{"prompt_id": "a", "question": "w1"}])
     result = _run("generate", prompts, "--model", tiny_pair[0], "--out", tmp_path / "o")
     assert result.exit_code == 2
-    assert "prompts need 'prompt' (templated text) or 'prompt_ids'" in result.output
+    assert "prompts need 'prompt' (text), 'messages' (chat turns) or 'prompt_ids'" in result.output
 
 
 def test_vllm_options_with_the_hf_engine_are_a_clear_error(tmp_path, tiny_pair):

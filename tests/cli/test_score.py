@@ -271,3 +271,24 @@ def test_the_source_is_kept_through_shards_and_a_resume_with_another_is_refused(
     assert read_token_table(out).equals(read_token_table(whole))
     assert set(read_token_table(out)["source"]) == {"base"}
     assert read_metadata(out)["sources"] == {"base": "base"}
+
+
+def test_from_and_correct_read_a_verl_dump(tmp_path):
+    import json
+
+    rows = _lab_rows(tmp_path / "t.jsonl").filter(pl.col("model") == "rl").to_dicts()
+    dump = tmp_path / "rollouts" / "30.jsonl"
+    dump.parent.mkdir()
+    dump.write_text("".join(
+        json.dumps({"input": r["prompt"], "output": r["response"], "gts": r["answer"],
+                    "score": 0.0, "step": 30, "acc": True}) + "\n"
+        for r in rows
+    ))  # fmt: skip
+    out = tmp_path / "tokens.parquet"
+    result = _run("score", dump.parent, *LAB_MODELS, "--out", out, "--source", "rl",
+                  "--from", "verl", "--correct", "acc")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert f"note: reading {dump.parent} as verl (2 responses)" in result.output
+    tokens = read_token_table(out)
+    assert tokens["correct"].unique().to_list() == [True]  # acc, not score
+    assert read_metadata(out)["reading"]["format"] == "verl"

@@ -46,6 +46,40 @@ def test_generate_with_the_chat_template(tmp_path, qwen_pair, questions):
     assert "Réponds" in table["prompt"][0] and "🤖" in table["prompt"][2]
 
 
+def test_generate_with_messages_and_a_system_prompt(tmp_path, qwen_pair, qwen_tokenizer, questions):
+    """A `messages` file with --system-prompt: the prompt ids are the tokenizer's own
+    `apply_chat_template` ids of (system, turns), the system prompt once, in place of the
+    template's default one; a prompt's own system turn is kept."""
+    system = "Réfléchis étape par étape."
+    rows = [json.loads(line) for line in questions.read_text().splitlines()]
+    turns = {
+        "q0": [{"role": "user", "content": rows[0]["prompt"]}],
+        "q1": [{"role": "system", "content": "Réponds en chinois."},
+               {"role": "user", "content": "2 + 2 ?"}, {"role": "assistant", "content": "四"},
+               {"role": "user", "content": rows[1]["prompt"]}],
+    }  # fmt: skip
+    chats = tmp_path / "chats.jsonl"
+    chats.write_text(
+        "".join(json.dumps({"prompt_id": k, "messages": v}) + "\n" for k, v in turns.items())
+    )
+    out = tmp_path / "traj.parquet"
+    result = _run("generate", chats, "--model", qwen_pair[0], "--system-prompt", system,
+                  "--n", 1, "--max-new-tokens", 4, "--out", out)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    table = read_table(out).sort("prompt_id")
+    for key, text, ids in zip(
+        table["prompt_id"], table["prompt"], table["prompt_ids"], strict=True
+    ):
+        own = turns[key][0]["role"] == "system"
+        expected = turns[key] if own else [{"role": "system", "content": system}, *turns[key]]
+        assert ids.to_list() == list(
+            qwen_tokenizer.apply_chat_template(
+                expected, add_generation_prompt=True, tokenize=True, return_dict=False
+            )
+        )
+        assert text.count(system) == (0 if own else 1) and "helpful assistant" not in text
+
+
 def test_cross_sample_with_the_chat_template_stops_at_either_models_stop(
     tmp_path, qwen_pair, questions
 ):

@@ -9,7 +9,7 @@ from divscope import generate
 from divscope.errors import DivscopeError
 from divscope.generation import GenerateConfig, Sampling
 from divscope.io import read_table, read_trajectories
-from divscope.params import PartedOutput
+from divscope.params import Chat, PartedOutput
 
 EOS = 2  # conftest's tokenizer: <pad> <bos> <eos> <unk> w0 ...
 PROMPTS = [
@@ -126,12 +126,12 @@ def test_chat_template(tiny_pair, tmp_path):
     tokenizer.save_pretrained(model)
     for name in ("config.json", "model.safetensors"):
         (model / name).write_bytes((tiny_pair[0] / name).read_bytes())
-    frame, _ = _run(tmp_path, model, "chat", _config(n=1, chat_template=True))
+    frame, _ = _run(tmp_path, model, "chat", _config(n=1, chat=Chat(chat_template=True)))
     row = frame.filter(prompt_id="p1").row(0, named=True)
     assert row["prompt"] == "<bos> w0 w9 w1"
     assert row["prompt_ids"] == [1, 4, 13, 5]  # one BOS, from the template
     with pytest.raises(DivscopeError, match="has no chat template"):
-        _run(tmp_path, tiny_pair[0], "plain", _config(n=1, chat_template=True))
+        _run(tmp_path, tiny_pair[0], "plain", _config(n=1, chat=Chat(chat_template=True)))
 
 
 @pytest.mark.parametrize(
@@ -140,7 +140,7 @@ def test_chat_template(tiny_pair, tmp_path):
         ([{"prompt_id": "a", "question": "w1"}], _config(), "prompts need 'prompt'"),
         (
             [{"prompt_id": "a", "prompt_ids": [1, 5]}],
-            _config(chat_template=True),
+            _config(chat=Chat(chat_template=True)),
             "not 'prompt_ids'",
         ),
         ([{"prompt_id": "a", "prompt_ids": [1, 99]}], _config(), "token id 99, outside"),

@@ -40,7 +40,8 @@ def test_without_vllm_the_engine_is_a_clear_error_and_writes_nothing(tiny_pair, 
 def test_only_the_vllm_option_that_changes_samples_is_a_setting():
     options = VLLMOptions(tensor_parallel_size=2, gpu_memory_utilization=0.5, max_model_len=32)
     config = GenerateConfig(Sampling(n=1, max_new_tokens=4), engine="vllm", vllm=options)
-    settings = _settings("m", config, ["a"], [[5]])
+    chat = {"chat_template": False, "system_prompt": None}
+    settings = _settings("m", config, chat, ["a"], [[5]])
     assert settings["tensor_parallel_size"] == 2
     assert not {"gpu_memory_utilization", "max_model_len"} & settings.keys()
 

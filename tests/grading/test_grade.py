@@ -1,5 +1,7 @@
 """`divscope.grade`: grade a response file and write it back in any format."""
 
+import json
+
 import pytest
 
 from divscope import grade
@@ -28,3 +30,23 @@ def test_grade_refuses_to_overwrite_but_may_grade_in_place(tmp_path):
     grade(source, Output(source, overwrite=True), EXACT)
     assert read_table(source)["correct"].to_list() == [True, False, True]
     assert [p.name for p in tmp_path.iterdir()] == ["in.parquet"]  # no temporary left behind
+
+
+def test_grade_reads_a_verl_dump_as_trajectories(tmp_path):
+    from divscope.grading import GradeConfig
+    from divscope.readers import Reading
+
+    dump = tmp_path / "30.jsonl"
+    rows = [
+        {"input": "Ana has 3 coins. She finds 4.", "output": " So \\boxed{7}.", "gts": "7",
+         "score": 0.0, "step": 30},
+        {"input": "Ana has 3 coins. She finds 4.", "output": " So \\boxed{8}.", "gts": "7",
+         "score": 1.0, "step": 30},
+    ]  # fmt: skip
+    dump.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    report = grade(dump, tmp_path / "graded.parquet", GradeConfig("lab", workers=1),
+                   reading=Reading("verl"))  # fmt: skip
+    graded = read_table(tmp_path / "graded.parquet")
+    assert graded["correct"].to_list() == [True, False]  # the grader's, not the file's score
+    assert graded["step"].to_list() == [30, 30] and graded["prompt_id"].n_unique() == 1
+    assert report.n_responses == 2
