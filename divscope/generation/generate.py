@@ -202,6 +202,7 @@ def generate(
         ))  # fmt: skip
     out = PartedOutput.of(out)
     given, name, where = given_model(model), model_name(model), input_name(prompts, "prompts")
+    runs = model if given is None else given[0]  # what the engine runs: a name or a model
     if given is not None and config.engine == "vllm":
         raise DivscopeError(
             "--engine vllm loads its model itself: give the model's directory or hub id, or "
@@ -237,13 +238,7 @@ def generate(
     requests = [(keys[i], ids[i]) for i in todo]
     engine = (
         _engine(
-            given[0] if given is not None else model,
-            tokenizer,
-            config,
-            placement.dtype,
-            world.device(device),
-            device_map,
-            progress,
+            runs, tokenizer, config, placement.dtype, world.device(device), device_map, progress
         )  # fmt: skip
         if todo
         else None
