@@ -53,6 +53,9 @@ def as_arrow(table: Any) -> pa.Table:
     """`table` as a `pyarrow.Table`: itself, a polars DataFrame's `to_arrow()`, or a list of
     dicts (one per row) as `pa.Table.from_pylist` reads it.
 
+    Raises:
+        DivscopeError: a list of anything but dicts, or another kind of object.
+
     >>> as_arrow(pa.table({"a": [1]})).num_rows
     1
     >>> as_arrow([{"a": 1}, {"a": 2}])["a"].to_pylist()
@@ -66,6 +69,11 @@ def as_arrow(table: Any) -> pa.Table:
                 "a list given as a table must hold one dict per row (column -> value)."
             )
         return pa.Table.from_pylist(list(table))
+    if not hasattr(table, "to_arrow"):
+        raise DivscopeError(
+            f"a table of type {type(table).__name__}: give a path (Parquet or JSONL), a polars "
+            "DataFrame, a pyarrow Table or a list of dicts (one per row)."
+        )
     return table.to_arrow()
 
 

@@ -94,6 +94,8 @@ def test_a_model_given_loaded_is_a_model_or_a_pair():
 def test_a_list_of_anything_but_rows_is_refused():
     with pytest.raises(DivscopeError, match="one dict per row"):
         as_arrow([1, 2])
+    with pytest.raises(DivscopeError, match="a table of type dict: give a path"):
+        divscope.score({"prompt_id": ["a"]}, NAMES)
 
 
 @pytest.mark.parametrize("form", FORMS)
