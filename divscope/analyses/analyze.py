@@ -16,7 +16,7 @@ from divscope.params import Flag, Output, Recovery
 
 
 def analyze(
-    study: Annotated[Study, Flag(omit=("prompts",))],
+    study: Annotated[Study, Flag(omit=("prompts", "system_prompt"))],
     out: Output | None = None,
     metrics: Metrics = Metrics(),  # noqa: B008 (frozen, hashable)
     recovery: Recovery = Recovery(),  # noqa: B008 (frozen, hashable)

@@ -39,7 +39,7 @@ def formats_of(text: str) -> tuple[str, ...]:
 
 
 def plot(
-    study: Annotated[Study, Flag(omit=("prompts",))],
+    study: Annotated[Study, Flag(omit=("prompts", "system_prompt"))],
     out: Output,
     # No figure counts planning words: --planning-words is analyze's and report's.
     metrics: Annotated[Metrics, Flag(omit=("planning_words",))] = Metrics(),  # noqa: B008

@@ -61,7 +61,7 @@ def grade(
     config: GradeConfig = GradeConfig(),  # noqa: B008 (frozen, hashable)
     *,
     answers: str | os.PathLike | None = None,
-    reading: Annotated[Reading, Flag(omit=("correct", "prompts"))] = Reading(),  # noqa: B008
+    reading: Annotated[Reading, Flag(omit=("correct", "prompts", "system_prompt"))] = Reading(),  # noqa: B008
 ) -> GradeReport:
     """Grade every response against its gold answer and write the graded table.
 

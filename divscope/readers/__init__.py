@@ -58,6 +58,10 @@ class Format:
     decoded: bool = True
     """Whether its text was decoded from the generated ids (a dump, a log), so that ids rebuilt
     from it are checked for drift; False for text chosen as the input (divscope's own)."""
+    applies_correct: bool = False
+    """Whether its reader applies `--correct` itself (a metric of a nested log, e.g. lm-eval's
+    `exact_match,flexible-extract`); else `read_responses` takes that column of its output or
+    of the file."""
 
     def matches(self, columns: list[str]) -> bool:
         """Whether a file with `columns` is of this format."""
@@ -91,7 +95,7 @@ FromFormat = Literal["auto", "divscope", "verl", "verl-generation", "trl", "lm-e
 @dataclass(frozen=True)
 class Reading:
     """How a file of responses is read: its format (`--from`), which column says a response is
-    correct, and the dataset the responses were made from.
+    correct, and the dataset (and system prompt) the responses were made from.
 
     >>> Reading().from_, Reading(from_="verl", correct="acc").correct
     ('auto', 'acc')
@@ -107,11 +111,26 @@ class Reading:
     prompts: Annotated[str | None, Flag(metavar="PATH")] = None
     """The dataset the responses were made from (verl's parquet, chat `prompt` messages): the
     prompt ids are rebuilt through the chat template instead of from the file's decoded text."""
+    system_prompt: str | None = None
+    """The system turn the chat prompts (--prompts' messages, a `messages` column) are
+    templated with when they have none, as `--system-prompt` of generate and cross-sample."""
 
 
 def format_module(name: str):
     """The module of format `name`."""
     return importlib.import_module(format_module_name(name))
+
+
+def prompt_key(text: str) -> str:
+    """The `prompt_id` of a prompt known by its text alone (verl's and TRL's logs): the first 16
+    hex digits of its SHA-256, the same whatever the file's order or step.
+
+    >>> prompt_key("user\\nWhat is 2 + 2?\\nassistant\\n")
+    '9a4fee75e7924518'
+    """
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def truth(values: pa.Array | pa.ChunkedArray, column: str, source: str) -> pa.Array:
@@ -150,14 +169,7 @@ def truth(values: pa.Array | pa.ChunkedArray, column: str, source: str) -> pa.Ar
 
 def formats() -> list[Format]:
     """Every known format, in detection order."""
-    found = []
-    for name in FORMATS:
-        try:
-            found.append(format_module(name).FORMAT)
-        except ModuleNotFoundError as error:  # until the eval readers land
-            if error.name != format_module_name(name):
-                raise
-    return found
+    return [format_module(name).FORMAT for name in FORMATS]
 
 
 def format_module_name(name: str) -> str:
@@ -178,8 +190,6 @@ def read_responses(
     path: str | os.PathLike | Any,
     reading: Reading = Reading(),  # noqa: B008 (frozen, hashable)
     tokenizer: Callable[[], Any] | None = None,
-    *,
-    system_prompt: str | None = None,
 ) -> pa.Table:
     """Read a file of responses in any known format as trajectory columns.
 
@@ -196,10 +206,10 @@ def read_responses(
 
     Args:
         path: the file, or a table (Arrow or polars) already in memory.
-        reading: the format, the `correct` column and the prompts dataset (`Reading`).
+        reading: the format, the `correct` column, the prompts dataset and the system prompt
+            (`Reading`).
         tokenizer: a function that returns the tokenizer (called only when ids are rebuilt
             from text); None: text stays text (e.g. `grade`).
-        system_prompt: the system turn that chat messages are templated with.
 
     Returns:
         The trajectory columns: `prompt_id`, `sample_id`, text or ids, `correct` where the
@@ -231,13 +241,13 @@ def read_responses(
                 "in (--from auto detects it)."
             )
     loader = cache(tokenizer) if tokenizer is not None else None
-    context = ReadContext(source, reading.correct, reading.prompts, system_prompt, loader)
+    context = ReadContext(source, reading.correct, reading.prompts, reading.system_prompt, loader)
     table = found.read(raw, context)
-    if reading.correct is not None:
+    if reading.correct is not None and not found.applies_correct:
         table = _with_correct(table, raw, reading.correct, source)
     drifted = None
     if loader is not None and "response_ids" not in table.column_names:
-        table, drifted = _token_ids(table, loader(), system_prompt, source)
+        table, drifted = _token_ids(table, loader(), reading.system_prompt, source)
         drifted = drifted if found.decoded else None
     info = {"format": found.name, "source": source, "responses": table.num_rows}
     if drifted is not None:
@@ -369,6 +379,7 @@ __all__ = [
     "format_module",
     "format_module_name",
     "formats",
+    "prompt_key",
     "read_responses",
     "reading_info",
     "require_graded",

@@ -23,26 +23,16 @@ decoded text is not.
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from divscope.errors import DivscopeError
-from divscope.readers import Format, ReadContext, truth
+from divscope.readers import Format, ReadContext, prompt_key, truth
 
 RENAMED = {"input": "prompt", "output": "response", "gts": "answer"}
 """verl's columns that become trajectory columns."""
-
-
-def prompt_key(text: str) -> str:
-    """The `prompt_id` of a prompt known by its text alone.
-
-    >>> prompt_key("user\\nWhat is 2 + 2?\\nassistant\\n")
-    '9a4fee75e7924518'
-    """
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def content_ranks(keys: list[str], order: list[tuple]) -> list[int]:

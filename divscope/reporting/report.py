@@ -117,7 +117,7 @@ def draw_figures(
 
 
 def report(
-    study: Annotated[Study, Flag(omit=("prompts",))],
+    study: Annotated[Study, Flag(omit=("prompts", "system_prompt"))],
     out: Output,
     metrics: Metrics = Metrics(),  # noqa: B008 (frozen, hashable)
     recovery: Recovery = Recovery(),  # noqa: B008 (frozen, hashable)
