@@ -4,7 +4,8 @@ One function per command, each importable from here and living in
 `divscope/<package>/<command>.py`: `score`, `analyze`, `plot`, `report`, `generate`, `grade`,
 `cross_sample`, `calibrate`, `weights` and `watch`; `quickstart` (all of them in turn, on
 the lab) in `divscope/lab_study.py`; `config` (the study file that replays an output's run) in
-`divscope/study_file.py`; with the configuration classes they take.
+`divscope/study_file.py`; `view`, the report's token viewer in a notebook, in
+`divscope/reporting/notebook.py`; with the configuration classes they take.
 
 Each command's docstring has an example that runs on the lab in `fixtures/lab`.
 
@@ -35,6 +36,7 @@ _EXPORTS: dict[str, str] = {
     "quickstart": "divscope.lab_study",
     "report": "divscope.reporting.report",
     "score": "divscope.scoring.score",
+    "view": "divscope.reporting.notebook",
     "watch": "divscope.monitor.watch",
     "weights": "divscope.scoring.weights",
     "Chat": "divscope.params",

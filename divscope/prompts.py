@@ -24,7 +24,15 @@ from divscope.schema import (
     PROMPT_TEXT,
     require_columns,
 )
-from divscope.tables import IDS, as_arrow, cast_table, first_duplicate, read_arrow
+from divscope.tables import (
+    IDS,
+    as_arrow,
+    cast_table,
+    first_duplicate,
+    in_memory,
+    input_name,
+    read_arrow,
+)
 
 if TYPE_CHECKING:
     import polars as pl
@@ -36,7 +44,8 @@ def read_prompts_arrow(path: str | os.PathLike | Any, *, source: str | None = No
     text (`prompt`), the first of these present; optional `answer`; other columns are carried
     through.
 
-    `path` may also be a table already in memory (Arrow or polars), validated the same way;
+    `path` may also be a table already in memory (Arrow, polars or a list of dicts,
+    `tables.in_memory`), validated the same way;
     `source` names it in the messages (default: the path).
 
     Returns the table with `prompt_id` and `answer` as text, `prompt_ids` as lists of int64,
@@ -51,9 +60,8 @@ def read_prompts_arrow(path: str | os.PathLike | Any, *, source: str | None = No
     >>> prompts.num_rows, prompts.schema.field("answer").type
     (256, DataType(large_string))
     """
-    in_memory = not isinstance(path, str | os.PathLike)
-    table = as_arrow(path) if in_memory else read_arrow(path)
-    source = source or ("prompts" if in_memory else str(path))
+    table = as_arrow(path) if in_memory(path) else read_arrow(path)
+    source = source or input_name(path, "prompts")
     columns = table.column_names
     require_columns(columns, [PROMPT_KEY], source=source, what="prompts")
     column = _prompt_column(columns)

@@ -12,11 +12,15 @@ come from `divscope.schema` (`*_ARROW`). The analyses read the same files with p
 
 from __future__ import annotations
 
+import atexit
+import functools
 import json
 import os
 import re
 import shlex
-from collections.abc import Iterable, Mapping
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -52,12 +56,99 @@ IDS = pa.large_list(pa.int64())
 
 
 def as_arrow(table: Any) -> pa.Table:
-    """`table` as a `pyarrow.Table`: itself, or a polars DataFrame's `to_arrow()`.
+    """`table` as a `pyarrow.Table`: itself, a polars DataFrame's `to_arrow()`, or a list of
+    dicts (one per row) as `pa.Table.from_pylist` reads it.
+
+    Raises:
+        DivscopeError: a list of anything but dicts, or another kind of object.
 
     >>> as_arrow(pa.table({"a": [1]})).num_rows
     1
+    >>> as_arrow([{"a": 1}, {"a": 2}])["a"].to_pylist()
+    [1, 2]
     """
-    return table if isinstance(table, pa.Table) else table.to_arrow()
+    if isinstance(table, pa.Table):
+        return table
+    if isinstance(table, list | tuple):
+        if not all(isinstance(row, Mapping) for row in table):
+            raise DivscopeError(
+                "a list given as a table must hold one dict per row (column -> value)."
+            )
+        return pa.Table.from_pylist(list(table))
+    if not hasattr(table, "to_arrow"):
+        raise DivscopeError(
+            f"a table of type {type(table).__name__}: give a path (Parquet or JSONL), a polars "
+            "DataFrame, a pyarrow Table or a list of dicts (one per row)."
+        )
+    return table.to_arrow()
+
+
+def in_memory(value: Any) -> bool:
+    """Whether an input is a table already in memory (a `pyarrow.Table`, a polars DataFrame or
+    a list of dicts) rather than a path: what every reader of a table input accepts.
+
+    >>> in_memory("fixtures/lab/trajectories.jsonl"), in_memory([{"prompt_id": "a"}])
+    (False, True)
+    """
+    return not isinstance(value, str | os.PathLike)
+
+
+def input_name(value: Any, what: str = "input") -> str:
+    """How messages and metadata name an input: its path as given (an `hf://` path with its
+    `//`, which the command line's `Path` collapsed), or `what` (in memory).
+
+    >>> input_name("prompts.jsonl", "prompts"), input_name([], "prompts")
+    ('prompts.jsonl', 'prompts (in memory)')
+    >>> input_name(Path("hf://datasets/org/name/x.parquet"))
+    'hf://datasets/org/name/x.parquet'
+    """
+    if in_memory(value):
+        return f"{what} (in memory)"
+    return re.sub(r"^hf:/+", "hf://", str(value)) if is_hub_path(value) else str(value)
+
+
+def scratch_table(name: str, run: Callable[[Path], Any]) -> pa.Table:
+    """What a command given no output (`out=None`, the Python API) returns: `run(path)` writes
+    to `path`, a file `name` in a fresh temporary directory, and the table written there is read
+    back (its `divscope` metadata kept) before the directory is removed; `run`'s own result
+    where it is a table already.
+
+    >>> scratch_table("t.parquet", lambda path: pq.write_table(pa.table({"a": [1]}), path)).num_rows
+    1
+    """
+    with tempfile.TemporaryDirectory(prefix="divscope-") as directory:
+        path = Path(directory, name)
+        result = run(path)
+        return result if isinstance(result, pa.Table) else pq.read_table(path)
+
+
+def scratch_file(table: Any, name: str, types: Mapping[str, pa.DataType] | None = None) -> Path:
+    """A table in memory (`in_memory`) written to a Parquet file `name` in this process's
+    scratch directory (removed when the process exits), for the readers that scan files (a
+    `Study`'s token tables); a `pyarrow.Table`'s `divscope` metadata is kept, and the columns
+    of `types` it holds are cast to their types (a list of dicts has Python's: int64, float64).
+
+    Raises:
+        DivscopeError: a column of `types` whose values do not cast.
+
+    >>> pq.read_table(scratch_file([{"a": 1}], "a.parquet", {"a": pa.int32()})).schema
+    a: int32
+    """
+    table = as_arrow(table)
+    if types:
+        present = {c: t for c, t in types.items() if c in table.column_names}
+        table = cast_table(table, present, source=f"{name} (in memory)")
+    directory = Path(tempfile.mkdtemp(prefix="divscope-", dir=_scratch_root()))
+    path = directory / name
+    pq.write_table(table, path)
+    return path
+
+
+@functools.cache
+def _scratch_root() -> Path:
+    root = Path(tempfile.mkdtemp(prefix="divscope-scratch-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    return root
 
 
 def read_arrow(path: str | os.PathLike) -> pa.Table:
@@ -97,16 +188,6 @@ def is_hub_path(path: Any) -> bool:
     (True, False)
     """
     return isinstance(path, str | os.PathLike) and os.fspath(path).startswith("hf:/")
-
-
-def input_name(path: Any) -> str:
-    """How an output's metadata names an input path: as given, an `hf://` path with its `//`
-    (which the command line's `Path` collapsed).
-
-    >>> input_name(Path("hf://datasets/org/name/x.parquet"))
-    'hf://datasets/org/name/x.parquet'
-    """
-    return re.sub(r"^hf:/+", "hf://", str(path)) if is_hub_path(path) else str(path)
 
 
 def local_path(path: str | os.PathLike) -> Path:
@@ -309,7 +390,7 @@ def read_trajectories_arrow(
     path: str | os.PathLike | Any, *, source: str | None = None
 ) -> pa.Table:
     """Read and validate a trajectory file (docs/contracts.md, "Trajectories"):
-    key + ids or key + text. `path` may also be a table already in memory (Arrow or polars),
+    key + ids or key + text. `path` may also be a table already in memory (`in_memory`),
     validated the same way; `source` names it in the messages (default: the path).
 
     Returns the table with `prompt_id` as text and `sample_id` as int32, ids as lists of int64
@@ -322,9 +403,8 @@ def read_trajectories_arrow(
     >>> trajectories.num_rows, trajectories.schema.field("sample_id").type
     (512, DataType(int32))
     """
-    in_memory = not isinstance(path, str | os.PathLike)
-    table = as_arrow(path) if in_memory else read_arrow(path)
-    source = source or ("trajectories" if in_memory else str(path))
+    table = as_arrow(path) if in_memory(path) else read_arrow(path)
+    source = source or input_name(path, "trajectories")
     columns = table.column_names
     require_columns(columns, TRAJECTORY_KEY, source=source, what="trajectories")
     has_ids = all(c in columns for c in TRAJECTORY_IDS)

@@ -17,7 +17,7 @@ from divscope.params import Flag, Output, Recovery
 
 def analyze(
     study: Annotated[Study, Flag(omit=("prompts", "system_prompt"))],
-    out: Output,
+    out: Output | None = None,
     metrics: Metrics = Metrics(),  # noqa: B008 (frozen, hashable)
     recovery: Recovery = Recovery(),  # noqa: B008 (frozen, hashable)
     differences: Annotated[tuple[str, ...], Flag("--difference")] = (),
@@ -60,7 +60,9 @@ def analyze(
             difference with a paired problem-bootstrap CI (repeat).
 
     Returns:
-        The `Summary` as written.
+        The `Summary` as written. In Python (docs/python.md, "Notebooks"), the study's
+        tables may also be in memory (`Study.of`: a token table alone, e.g. what
+        `score(out=None)` returns), and with `out=None` nothing is written.
 
     Raises:
         DivscopeError: an existing `out` without `overwrite`, a missing table, file or column,
@@ -78,8 +80,10 @@ def analyze(
     from divscope.io import read_metadata
     from divscope.output import check_target, with_invocation, write_json
 
-    study, out = Study.of(study), Output.of(out)
-    check_target(out.path, overwrite=out.overwrite)
+    study = Study.of(study)
+    out = None if out is None else Output.of(out)
+    if out is not None:
+        check_target(out.path, overwrite=out.overwrite)
     tables = study.tables
     result = summary(
         tables.tokens,
@@ -93,6 +97,8 @@ def analyze(
         difficulty=tables.difficulty,
         roles=tables.roles,
     )
+    if out is None:
+        return result
     try:
         metadata = read_metadata(study.tokens)
     except DivscopeError:

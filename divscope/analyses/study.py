@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import polars as pl
 
@@ -33,7 +33,12 @@ class Study:
     """The token table of a study and what it is read with.
 
     `compare` also takes a mapping label -> table, and `evolution` a mapping step -> table:
-    they become the labelled tables and `STEP=PATH` specs of the command line. Without `tokens`
+    they become the labelled tables and `STEP=PATH` specs of the command line. In Python the
+    token table, the compared tables, the cross-sample results and the difficulty's responses
+    may also be tables in memory (a polars DataFrame, a `pyarrow.Table`, a list of dicts):
+    each is written once to a scratch file that the process removes when it exits, so that
+    the commands read it as they read files (a `pyarrow.Table` keeps its `divscope` metadata,
+    e.g. which `source` is which model). Without `tokens`
     the token table is the last `evolution` step's (e.g. of an evolution directory alone).
 
     >>> Study("rl.parquet", compare={"SFT": "sft.parquet"}).label
@@ -81,6 +86,10 @@ class Study:
             evolution = tuple(f"{step}={path}" for step, path in evolution.items())
         set_ = object.__setattr__
         set_(self, "evolution", tuple(str(s) for s in evolution))
+        compare = tuple(_file(table, f"compare-{i}", True) for i, table in enumerate(compare))
+        set_(self, "tokens", _file(self.tokens, "tokens", True))
+        for name in ("cross_sample", "difficulty"):
+            set_(self, name, _file(getattr(self, name), name))
         tokens = self.tokens
         if tokens is None:
             if not self.evolution:
@@ -99,9 +108,11 @@ class Study:
             set_(self, "reference", str(self.reference))
 
     @classmethod
-    def of(cls, study: str | os.PathLike | Study) -> Study:
-        """`study` as a `Study`: a study as it is, a token table's path alone."""
-        return study if isinstance(study, Study) else cls(Path(study))
+    def of(cls, study: str | os.PathLike | Study | Any) -> Study:
+        """`study` as a `Study`: a study as it is, a token table alone: its path, or the table
+        in memory (a polars DataFrame, a `pyarrow.Table` such as `score(out=None)` returns,
+        or a list of dicts; see `__post_init__`)."""
+        return study if isinstance(study, Study) else cls(study)
 
     @property
     def compared(self) -> dict[str, Path]:
@@ -183,6 +194,19 @@ class StudyTables:
     roles: SourceRoles = SourceRoles()
     """Each token table's `sources` metadata: which source values are the base model's and
     which the tuned model's (`divscope.analyses.populations`)."""
+
+
+def _file(table: Any, name: str, tokens: bool = False) -> Any:
+    """A table given in memory (the Python API: a polars DataFrame, a `pyarrow.Table` or a
+    list of dicts) as a Parquet file in the scratch directory, named `name` (the label of a
+    compared token table; a labelled one's label comes from `compare`'s mapping), a token
+    table (`tokens`) in the token table's types; a path, or None, as it is."""
+    from divscope.schema import TOKEN_TABLE_ARROW
+    from divscope.tables import in_memory, scratch_file
+
+    if table is None or not in_memory(table):
+        return table
+    return scratch_file(table, f"{name}.parquet", TOKEN_TABLE_ARROW if tokens else None)
 
 
 def source_roles(path: str | os.PathLike) -> dict[str, str | None]:

@@ -420,9 +420,10 @@ def leaves(function: Callable[..., Any]) -> list[Option]:
             if parameter.default is inspect.Parameter.empty:
                 raise TypeError(f"{function.__qualname__}: {name} has no option and no default")
             continue
+        kind = _group(kind)
         if dataclasses.is_dataclass(kind):
             default = parameter.default
-            instance = None if default is inspect.Parameter.empty else default
+            instance = None if default in (inspect.Parameter.empty, None) else default
             found += _fields(kind, (name,), instance, flag.omit, docs.get(name))
             continue
         if parameter.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and not flag.names:
@@ -474,9 +475,10 @@ def _assemble(
         kind, flag = _split(hints.get(name, Any))
         if not flag.cli:
             continue
+        kind = _group(kind)
         if dataclasses.is_dataclass(kind):
             default = parameter.default
-            base = None if default is inspect.Parameter.empty else default
+            base = None if default in (inspect.Parameter.empty, None) else default
             arguments[name] = _build(kind, (name,), base, values)
         else:
             arguments[name] = values[(name,)]
@@ -514,6 +516,19 @@ def _optional(kind: Any) -> Any:
         if len(kinds) == 1:
             return kinds[0]
     return kind
+
+
+def _group(kind: Any) -> Any:
+    """The group of a group parameter that Python may leave out (`out: PartedOutput | None =
+    None`: the library returns the table instead): its fields are options as the group's, the
+    required ones required, so the command line always passes one; any other type as it is.
+
+    >>> from divscope.params import Output
+    >>> _group(Output | None).__name__, _group(int | None)
+    ('Output', int | None)
+    """
+    group = _optional(kind)
+    return group if dataclasses.is_dataclass(group) else kind
 
 
 def _origin(kind: Any) -> Any:

@@ -99,7 +99,7 @@ def cross_sample(
     prompts: str | os.PathLike,
     models: CrossSampleModels,
     policies: Policies,
-    out: PartedOutput,
+    out: PartedOutput | None = None,
     config: Annotated[DecodeConfig, Flag(omit=("window",))] = DecodeConfig(),  # noqa: B008
     grid: Grid = Grid(),  # noqa: B008 (frozen, hashable)
     *,
@@ -147,7 +147,10 @@ def cross_sample(
     Returns:
         The results as written (docs/contracts.md, "Cross-sample results", plus
         `CROSS_SAMPLE_PARAMS_ARROW`), or None when the output is not complete yet: a share whose
-        other shares are still running.
+        other shares are still running. In Python (docs/python.md, "Notebooks"), `prompts`
+        may also be a table in memory and each model one already loaded
+        (`models.loading.given_model`), and with `out=None` the results are written to a
+        temporary file and returned.
 
     Raises:
         DivscopeError: bad prompts, budgets, policies or grader, a missing model, models whose
@@ -180,9 +183,15 @@ def cross_sample(
     from divscope.models.pair import model_names, open_pair
     from divscope.output import Parts, check_output, frame_digest, share_note
     from divscope.prompts import chat_settings, read_prompts_arrow
-    from divscope.tables import conform, input_name, read_arrow
+    from divscope.tables import conform, input_name, read_arrow, scratch_table
 
+    if out is None:
+        return scratch_table("cross_sample.parquet", lambda path: cross_sample(
+            prompts, models, policies, path, config, grid, part_rows=part_rows,
+            progress=progress,
+        ))  # fmt: skip
     models, out = CrossSampleModels.of(models), PartedOutput.of(out)
+    where = input_name(prompts, "prompts")
     policies = Policies.of(policies).build(config.sampling)
     budgets, n, grader, force_prefix = grid.budgets, grid.n, grid.grader, grid.force_prefix
     placement = models.placement
@@ -201,9 +210,7 @@ def cross_sample(
     forced = _forced(policies, force_prefix, grid.forced_policies)
     frame = read_prompts_arrow(prompts)
     if grader is not None and "answer" not in frame.column_names:
-        raise DivscopeError(
-            f"{prompts}: --grader {grader} needs an 'answer' column in the prompts."
-        )
+        raise DivscopeError(f"{where}: --grader {grader} needs an 'answer' column in the prompts.")
     keys = frame["prompt_id"].to_pylist()
     maps = _maps(policies, keys)
     names = ("base", "rl", "rast_base", "rast_rl")
@@ -244,7 +251,7 @@ def cross_sample(
         "seed": config.seed,
         "delta_alignment": config.delta_alignment,
         "stop": list(config.stop),
-        **chat_settings(frame, config.chat, source=str(prompts)),
+        **chat_settings(frame, config.chat, source=where),
         "grader": grader,
         "dtype": placement.dtype,
         "divscope_version": __version__,
@@ -260,7 +267,7 @@ def cross_sample(
     if todo:
         pair = open_pair(models, world, needed)
         loaded = load(
-            frame, str(prompts), pair, stop=config.stop, chat=config.chat,
+            frame, where, pair, stop=config.stop, chat=config.chat,
             force_prefix=force_prefix if forced else None,
         )  # fmt: skip
         note_length_cap(
@@ -276,7 +283,7 @@ def cross_sample(
         metadata = {
             **settings,
             "models": pair.describe(loaded.models),
-            "prompts": input_name(prompts),
+            "prompts": where,
             "policies": [{"policy": p.name, **p.params()} for p in policies],
             "budgets": list(budgets),
             "force_prefix_ids": list(loaded.prefix_ids),

@@ -134,12 +134,12 @@ class GenerateReport:
 def generate(
     prompts: str | os.PathLike,
     model: Annotated[str, Flag("--model", "-m")],
-    out: PartedOutput,
+    out: PartedOutput | None = None,
     config: GenerateConfig = GenerateConfig(),
     placement: SinglePlacement = SinglePlacement(),  # noqa: B008 (frozen, hashable)
     *,
     progress: Annotated[bool, LIBRARY_ONLY] = True,
-) -> GenerateReport:
+) -> GenerateReport | pa.Table:
     """Sample responses to every prompt from a model and write them as trajectories.
 
     --n responses per prompt of PROMPTS from --model, written to --out. Rows carry token ids and
@@ -167,7 +167,10 @@ def generate(
 
     Returns:
         What was generated. Rows have the `divscope.schema.GENERATED`
-        columns, then the prompts' other columns.
+        columns, then the prompts' other columns. In Python (docs/python.md, "Notebooks"),
+        `prompts` may also be a table in memory and `model` one already loaded
+        (`models.loading.given_model`; `hf` only), and with `out=None` the trajectories are
+        written to a temporary file and returned: a `pyarrow.Table`.
 
     Raises:
         DivscopeError: bad prompts, a finished output or one made with other settings without
@@ -189,12 +192,25 @@ def generate(
         >>> tmp.cleanup()
     """
     from divscope.distributed import current_world
+    from divscope.models.loading import given_model, model_name
     from divscope.models.tokenizers import load_tokenizer
     from divscope.output import Parts
     from divscope.prompts import chat_settings, read_prompts_arrow, tokenized_prompts
+    from divscope.tables import input_name, scratch_table
 
+    if out is None:
+        return scratch_table("trajectories.parquet", lambda path: generate(
+            prompts, model, path, config, placement, progress=progress
+        ))  # fmt: skip
     out = PartedOutput.of(out)
-    name = parse(model, flag="--model")
+    given, where = given_model(model), input_name(prompts, "prompts")
+    name = parse(model, flag="--model") if given is None else ModelName(model_name(model))
+    runs = name if given is None else given[0]  # what the engine runs: a name or a model
+    if given is not None and config.engine == "vllm":
+        raise DivscopeError(
+            "--engine vllm loads its model itself: give the model's directory or hub id, or "
+            "use --engine hf with a model already loaded."
+        )
     device, device_map = placement.device, placement.device_map
     if config.engine == "vllm" and (device != DEVICE or device_map is not None):
         flag = "--device-map" if device_map is not None else f"--device {device}"
@@ -210,10 +226,10 @@ def generate(
         )
     check_output(out.path, world)
     frame = read_prompts_arrow(prompts)
-    tokenizer = load_tokenizer(name)
-    texts, ids = tokenized_prompts(frame, tokenizer, source=str(prompts), chat=config.chat)
+    tokenizer = load_tokenizer(name) if given is None else given[1]
+    texts, ids = tokenized_prompts(frame, tokenizer, source=where, chat=config.chat)
     keys = frame["prompt_id"].to_pylist()
-    chat = chat_settings(frame, config.chat, source=str(prompts))
+    chat = chat_settings(frame, config.chat, source=where)
     parts = Parts.start(
         out.path, "generate", _settings(str(name), config, chat, keys, ids), len(keys),
         resume=out.resume, overwrite=out.overwrite, world=world,
@@ -225,7 +241,7 @@ def generate(
     requests = [(keys[i], ids[i]) for i in todo]
     engine = (
         _engine(
-            name, tokenizer, config, placement.dtype, world.device(device), device_map, progress
+            runs, tokenizer, config, placement.dtype, world.device(device), device_map, progress
         )  # fmt: skip
         if todo
         else None
@@ -284,7 +300,7 @@ def _settings(
 
 
 def _engine(
-    model: ModelName,
+    model: Any,  # a ModelName, or a model given loaded
     tokenizer: Any,
     config: GenerateConfig,
     dtype: str,
@@ -297,7 +313,11 @@ def _engine(
 
     if config.engine == "vllm":
         return VLLMEngine(model, tokenizer, config.sampling, dtype=dtype, options=config.vllm)
-    loaded = load_model(model, dtype=dtype, device=device, device_map=device_map)
+    loaded = (
+        load_model(model, dtype=dtype, device=device, device_map=device_map)
+        if isinstance(model, ModelName)
+        else model  # given loaded (`given_model`)
+    )
     return HFEngine(
         loaded, tokenizer, config.sampling, config.batch_size, config.max_memory,
         progress=progress,

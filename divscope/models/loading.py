@@ -8,6 +8,7 @@ test), but the hub path is the one users run.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -76,6 +77,54 @@ def load_model(
     else:
         check_not_offloaded(model, str(name))
     return model.eval()
+
+
+def given_model(value: Any) -> tuple[Any, Any] | None:
+    """`(model, tokenizer)` of a model given already loaded (the Python API, e.g. in a
+    notebook), None of a model given by name (a local directory or a hub id).
+
+    A loaded model is a `(model, tokenizer)` pair, or a model alone whose tokenizer loads from
+    its `name_or_path`; it runs as it is, on its device and in its dtype.
+
+    Raises:
+        DivscopeError: a pair that is not (model, tokenizer), or a model alone without the
+            `name_or_path` to load its tokenizer from.
+
+    >>> given_model("fixtures/lab/base") is None
+    True
+    """
+    from divscope.models.tokenizers import load_tokenizer
+
+    if isinstance(value, str | os.PathLike):
+        return None
+    if isinstance(value, tuple | list):
+        if len(value) != 2 or not hasattr(value[0], "config") or not callable(value[1]):
+            raise DivscopeError(
+                "a model given loaded is a (model, tokenizer) pair, or a model alone whose "
+                f"tokenizer loads from its name_or_path; got {type(value).__name__} of "
+                f"{len(value)}."
+            )
+        return value[0], value[1]
+    name = getattr(value, "name_or_path", None)
+    if not hasattr(value, "config") or not name:
+        raise DivscopeError(
+            f"model of type {type(value).__name__}: give a local directory or a hub id, a "
+            "loaded model whose name_or_path names its tokenizer, or a (model, tokenizer) pair."
+        )
+    return value, load_tokenizer(name)
+
+
+def model_name(value: Any) -> str:
+    """How outputs name a model: its path or id as given, or a loaded model's `name_or_path`
+    (its class name when it has none).
+
+    >>> model_name("fixtures/lab/base")
+    'fixtures/lab/base'
+    """
+    if isinstance(value, str | os.PathLike):
+        return str(value)
+    model = value[0] if isinstance(value, tuple | list) else value
+    return getattr(model, "name_or_path", None) or type(model).__name__
 
 
 def check_not_offloaded(model, name_or_path: str) -> None:

@@ -16,6 +16,7 @@ is read as a `divscope.models.names.ModelName` with its revision (`base_revision
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +43,8 @@ class Pair:
     """What the tokenizers share; None for a single model."""
     world: World = field(default_factory=World)
     """The processes of the run: which device each model goes to (`World.device`)."""
+    given: dict[str, Any] = field(default_factory=dict)
+    """Model name -> the model given already loaded (the Python API), used as it is."""
 
     @property
     def tokenizer(self) -> Any:
@@ -54,7 +57,8 @@ class Pair:
         return self.compatibility.vocab if self.compatibility else len(self.tokenizer)
 
     def load(self) -> dict[str, Any]:
-        """The models, by name, in one dtype, on the devices of the placement and the world.
+        """The models, by name, in one dtype, on the devices of the placement and the world; a
+        model given loaded as it is.
 
         Raises:
             DivscopeError: a model that cannot be loaded, or a bad device (naming its flag).
@@ -64,10 +68,12 @@ class Pair:
         placement, world = self.models.placement, self.world
         own = {"base": world.device(placement.base_device),
                "rl": world.device(placement.rl_device)}  # fmt: skip
-        return load_models(
-            self.paths, dtype=placement.dtype, device=world.device(placement.device),
+        named = {name: path for name, path in self.paths.items() if name not in self.given}
+        loaded = load_models(
+            named, dtype=placement.dtype, device=world.device(placement.device),
             device_map=placement.device_map, devices=own,
-        )  # fmt: skip
+        ) if named else {}  # fmt: skip
+        return {n: self.given[n] if n in self.given else loaded[n] for n in self.paths}
 
     def describe(self, loaded: dict[str, Any]) -> dict[str, Any]:
         """The metadata's `models`: each loaded model's path, revision, commit and dtype."""
@@ -91,7 +97,8 @@ def open_pair(
     """The models `names` of `models` with their tokenizers loaded and checked.
 
     Args:
-        models: the model group; each name is one of its fields (`base`, `rl`, ...).
+        models: the model group; each name is one of its fields (`base`, `rl`, ...): a local
+            directory or hub id, or a model already loaded (`loading.given_model`).
         world: the processes of the run (`distributed.current_world`); None: this one alone.
         names: the models the run needs, in the order they load (the first one's tokenizer
             is the run's). With a single name no vocabulary is compared.
@@ -100,22 +107,29 @@ def open_pair(
         DivscopeError: a named model left unset, or tokenizers whose ordinary vocabularies
             differ (unless `models.allow_tokenizer_mismatch`).
     """
+    from divscope.models.loading import given_model
     from divscope.models.tokenizers import load_tokenizer
     from divscope.vocab import check_tokenizers
 
     paths = model_names(models, names)
-    tokenizers = {name: load_tokenizer(path) for name, path in paths.items()}
+    loaded = {name: given_model(getattr(models, name)) for name in names}
+    tokenizers = {
+        name: load_tokenizer(paths[name]) if pair is None else pair[1]
+        for name, pair in loaded.items()
+    }
     compatibility = (
         check_tokenizers(tokenizers, allow_mismatch=models.allow_tokenizer_mismatch)
         if len(tokenizers) > 1
         else None
     )
-    return Pair(models, paths, tokenizers, compatibility, world or World())
+    given = {name: pair[0] for name, pair in loaded.items() if pair is not None}
+    return Pair(models, paths, tokenizers, compatibility, world or World(), given)
 
 
 def model_names(models: ModelPair, names: Sequence[str] = ("base", "rl")) -> dict[str, ModelName]:
     """The models `names` of `models`, each read with its revision option (`base_revision`,
-    `rl_revision`) and, for `rl`, the pair's `subfolder` (`divscope.models.names.parse`).
+    `rl_revision`) and, for `rl`, the pair's `subfolder` (`divscope.models.names.parse`); a
+    model given loaded (`loading.given_model`) by its `name_or_path` (`loading.model_name`).
 
     >>> str(model_names(ModelPair("org/base", "org/run", rl_revision="step-4"))["rl"])
     'org/run@step-4'
@@ -126,6 +140,8 @@ def model_names(models: ModelPair, names: Sequence[str] = ("base", "rl")) -> dic
     missing = [name for name in names if getattr(models, name) is None]
     if missing:
         raise DivscopeError(f"no {missing[0]} model given; pass --{missing[0].replace('_', '-')}.")
+    from divscope.models.loading import model_name
+
     return {
         name: parse(
             getattr(models, name),
@@ -133,6 +149,8 @@ def model_names(models: ModelPair, names: Sequence[str] = ("base", "rl")) -> dic
             subfolder=models.subfolder if name == "rl" else None,
             flag=f"--{name.replace('_', '-')}",
         )
+        if isinstance(getattr(models, name), str | os.PathLike)
+        else ModelName(model_name(getattr(models, name)))
         for name in names
     }
 

@@ -2,8 +2,9 @@
 
 Each `*_html` function renders one part of the page from analysis results (no statistics of
 its own): the header, the summary tables of both papers' sections, the cross-sampling table
-and the figures; `page` puts them, the viewer's embedded JSON, `viewer.js` and `report.css`
-into the template. Every text is HTML-escaped; nothing refers to a URL outside the file.
+and the figures; `page` puts them, the viewer's embedded JSON, `viewer.js` and the style
+sheets (`viewer.css`, `report.css`) into the template. Every text is HTML-escaped; nothing
+refers to a URL outside the file.
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ from divscope.analyses.summary import Summary, to_jsonable
 from divscope.errors import DivscopeError
 
 ASSETS = "assets"
-"""The folder of `divscope.reporting` holding the template, the script and the style sheet."""
+"""The folder of `divscope.reporting` holding the template, the script and the style sheets."""
+STYLE = ("viewer.css", "report.css")
+"""The report's style sheets, inlined in this order: the token viewer's (which notebooks share,
+`reporting.notebook`), then the page's."""
 PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 PLACEHOLDERS = ("title", "header", "summary", "cross_sampling", "figures", "data", "script",
                 "style")  # fmt: skip
@@ -312,7 +316,7 @@ def page(
 ) -> str:
     """The whole page: `template` (default `assets/report.html`) with each `{{name}}` replaced,
     in one pass, by the HTML given (`title` escaped here), `data` (`embed_json`'s output) and
-    the inlined `viewer.js` and `report.css`.
+    the inlined `viewer.js` and the style sheets of `STYLE`.
 
     Raises:
         DivscopeError: the template lacks a placeholder, or the script or style sheet holds a
@@ -320,9 +324,9 @@ def page(
     """
     template = asset("report.html") if template is None else template
     script = asset("viewer.js") if script is None else script
-    style = asset("report.css") if style is None else style
+    style = "\n".join(asset(name) for name in STYLE) if style is None else style
     if re.search(r"</script", script, re.I) or re.search(r"</style", style, re.I):
-        raise DivscopeError("viewer.js or report.css holds a closing </script> or </style> tag.")
+        raise DivscopeError("viewer.js or a style sheet holds a closing </script> or </style> tag.")
     values = {
         "title": escape(title), "header": header, "summary": summary,
         "cross_sampling": cross_sampling, "figures": figures, "data": data, "script": script,

@@ -45,18 +45,19 @@ class ReportSummary:
 
 
 def decoder(
-    tokens: str | os.PathLike, tokenizer: str | os.PathLike | None
+    tokens: str | os.PathLike, tokenizer: str | os.PathLike | Any | None
 ) -> tuple[Callable[[int], str] | None, str | None]:
     """The readable text of a token id, from `tokenizer` or the token table's base model, and a
     note when there is none.
 
-    `tokenizer` wins when given; otherwise the base model of the table's metadata
-    (`models.base`) when it is a local directory that exists. Ids beyond the tokenizer's
-    vocabulary read `id N`.
+    `tokenizer` (a directory, or in Python a tokenizer already loaded) wins when given;
+    otherwise the base model of the table's metadata (`models.base`) when it is a local
+    directory that exists. Ids beyond the tokenizer's vocabulary read `id N`.
     """
     from divscope.io import read_metadata
 
     source: str | None = None
+    loaded = tokenizer if not isinstance(tokenizer, str | os.PathLike | None) else None
     if tokenizer is not None:
         source = str(tokenizer)
     else:
@@ -81,7 +82,7 @@ def decoder(
     from divscope.models.tokenizers import load_tokenizer
     from divscope.vocab import TokenPieces
 
-    pieces = TokenPieces(load_tokenizer(source))
+    pieces = TokenPieces(loaded if loaded is not None else load_tokenizer(source))
     size = len(pieces.raw)
 
     def decode(token_id: int) -> str:

@@ -35,13 +35,13 @@ over several processes too."""
 def score(
     trajectories: str | os.PathLike,
     models: ModelPair,
-    out: PartedOutput,
+    out: PartedOutput | None = None,
     config: ScoreConfig = ScoreConfig(),  # noqa: B008 (frozen, hashable)
     reading: Reading = Reading(),  # noqa: B008 (frozen, hashable)
     *,
     part_tokens: Annotated[int, LIBRARY_ONLY] = PART_TOKENS,
     progress: Annotated[bool, LIBRARY_ONLY] = True,
-) -> ScoreSummary | None:
+) -> ScoreSummary | pa.Table | None:
     """Score every response token of a trajectory file under a base and an RL model.
 
     Writes one row per response token (JS on top-p truncated distributions, cross-entropy,
@@ -73,7 +73,10 @@ def score(
     Returns:
         The table's summary (sequences, tokens, JS percentiles; the full-sort count and the
         rate of this run's work), or None when the table is not complete yet: a share whose
-        other shares are still running.
+        other shares are still running. In Python (docs/python.md, "Notebooks"), `trajectories`
+        may also be a table in memory and each model one already loaded
+        (`models.loading.given_model`), and with `out=None` the token table is written to a
+        temporary file and returned: a `pyarrow.Table` with its `divscope` metadata.
 
     Raises:
         DivscopeError: bad trajectories (a `model` column that is not `config.source`
@@ -111,19 +114,26 @@ def score(
         list_lengths,
         read_columns,
         read_trajectories_arrow,
+        scratch_table,
     )
 
+    if out is None:
+        return scratch_table("tokens.parquet", lambda path: score(
+            trajectories, models, path, config, reading, part_tokens=part_tokens,
+            progress=progress,
+        ))  # fmt: skip
     out = PartedOutput.of(out)
     placement = models.placement
+    where = input_name(trajectories, "trajectories")
     world = current_world(out.shard, placement.device, placement.device_map)
     check_output(out.path, world)
     # Cheap checks first: a bad file or an existing output should not wait for model loading.
     opened = cache(lambda: open_pair(models, world))  # the tokenizers, once, when needed
     frame = read_responses(trajectories, reading, lambda: opened().tokenizer)
     read_as = reading_info(frame)
-    frame = read_trajectories_arrow(frame, source=str(trajectories))
-    frame = with_source(frame, config.source, where=str(trajectories))
-    note(_unknown_source(frame, trajectories), enabled=reports())
+    frame = read_trajectories_arrow(frame, source=where)
+    frame = with_source(frame, config.source, where=where)
+    note(_unknown_source(frame, where), enabled=reports())
     pair = opened()
     tokenizer, compatibility = pair.tokenizer, pair.compatibility
     assert compatibility is not None  # two models
@@ -169,7 +179,7 @@ def score(
         metadata = {
             **settings,
             "models": pair.describe(loaded),
-            "trajectories": input_name(trajectories),
+            "trajectories": where,
             "reading": read_as,
             "sources": source_roles(
                 sorted(pc.unique(named).to_pylist()), *map(str, pair.paths.values())
@@ -229,7 +239,7 @@ def source_roles(values: Iterable[str | None], base: str, rl: str) -> dict[str, 
     return roles
 
 
-def _unknown_source(frame: pa.Table, trajectories: str | os.PathLike) -> str | None:
+def _unknown_source(frame: pa.Table, trajectories: str) -> str | None:
     """What `score` says on stderr about trajectories whose source is unknown (None: none)."""
     unknown = frame["model"].null_count
     if not unknown:

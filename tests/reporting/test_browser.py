@@ -242,3 +242,37 @@ def test_column_choice_recolours(loaded):
     assert after != before
     assert page.locator(".dv-legend").text_content() != legend
     assert "entropy_base" in page.locator(".dv-legend").text_content()
+
+
+def test_notebook_viewers_each_show_their_tooltips(browser, tmp_path):
+    """Two `divscope.view` outputs in one page, as a notebook shows them: each viewer works,
+    and a token's tooltip is its own viewer's."""
+    from divscope.reporting.notebook import view
+
+    tokens = synthetic_tokens(n_prompts=2, n_samples=1, length=20, seed=5)
+    views = [view(tokens, ("p0", 0)), view(tokens, ("p1", 0))]
+    body = "".join(f'<div class="output">{v._repr_html_()}</div>' for v in views)
+    path = tmp_path / "notebook.html"
+    path.write_text(f'<!DOCTYPE html><html lang="en"><body>{body}</body></html>', "utf-8")
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(path.as_uri())
+    outputs = page.locator(".output")
+    for n, shown in enumerate(views):
+        output = outputs.nth(n)
+        output.locator(".dv-tokens .tok").first.wait_for()
+        response = shown.document["responses"][0]
+        strings = shown.document["strings"]
+        texts = output.locator(".dv-tokens .tok").all_text_contents()
+        assert texts == [strings[i] for i in response["token"]]
+        output.locator(".dv-tokens .tok").nth(3).hover()
+        tooltips = page.get_by_role("tooltip")
+        visible = [t for t in tooltips.all() if t.is_visible()]
+        assert len(visible) == 1
+        assert "Position 3" in visible[0].text_content()
+        assert strings[response["top1_rl"][3]].strip() in visible[0].text_content()
+    ids = page.eval_on_selector_all(".dv-tooltip", "nodes => nodes.map(n => n.id)")
+    assert len(set(ids)) == 2  # one tooltip per viewer, each with its own id
+    assert errors == []
+    page.close()

@@ -1,10 +1,13 @@
-/* divscope report: the token viewer. Hand-written, no framework, no dependency, no network.
+/* divscope: the token viewer, of the report and of notebooks (divscope.view). Hand-written, no
+ * framework, no dependency, no network.
  *
- * Reads the JSON document of <script id="divscope-data"> (layout: divscope/reporting/data.py) and
- * renders into <div id="viewer">: a searchable, sortable list of the included responses, a
- * column chooser with its colour legend, the selected response's tokens coloured by that column,
- * a tooltip per token (hover or focus) and keyboard navigation (n/p, j/k, arrows, Home/End,
- * Escape). Every string from the data reaches the DOM through textContent, never innerHTML.
+ * Renders a JSON document (layout: divscope/reporting/data.py) into an element: a searchable,
+ * sortable list of the included responses, a column chooser with its colour legend, the
+ * selected response's tokens coloured by that column, a tooltip per token (hover or focus) and
+ * keyboard navigation (n/p, j/k, arrows, Home/End, Escape). Every string from the data reaches
+ * the DOM through textContent, never innerHTML. A report mounts one viewer by itself, from
+ * <script id="divscope-data"> into <div id="viewer">; a notebook's output mounts its own with
+ * divscopeViewer.mount(root, data, prefix), the prefix keeping each viewer's element ids apart.
  */
 (function () {
   "use strict";
@@ -122,12 +125,20 @@
     });
   }
 
+  // The report's page: its one viewer, and the page's own touches. Elsewhere (a notebook's
+  // output, which mounts its viewers itself) nothing.
   function start() {
+    var source = document.getElementById("divscope-data");
+    var root = document.getElementById("viewer");
+    if (!source || !root) { return; }
     hideEmptyNavLinks();
     alignNumbers();
-    var root = document.getElementById("viewer");
-    var source = document.getElementById("divscope-data");
-    if (!root) { return; }
+    mount(root, source, "dv-");
+  }
+
+  // Render the document of the element `source` (a <script type="application/json">) into
+  // `root`; `prefix` starts the id of every element the viewer makes.
+  function mount(root, source, prefix) {
     root.textContent = "";
     var doc;
     try {
@@ -142,13 +153,15 @@
         "No response is embedded in this report, so the token viewer is empty."));
       return;
     }
-    var viewer = new Viewer(root, doc);
+    var viewer = new Viewer(root, doc, prefix);
     viewer.sortBy("max_js");
     viewer.select(viewer.order[0], false);
+    return viewer;
   }
 
-  function Viewer(root, doc) {
+  function Viewer(root, doc, prefix) {
     this.root = root;
+    this.prefix = prefix;
     this.doc = doc;
     this.strings = doc.strings || [];
     this.columns = (doc.columns && doc.columns.length) ? doc.columns : ["js"];
@@ -195,10 +208,10 @@
 
     // Response list: filter, count, sortable table.
     var listBox = el("div", { "class": "viewer-list" });
-    var filterLabel = el("label", { "for": "dv-filter" }, "Filter by prompt id ");
+    var filterLabel = el("label", { "for": this.prefix + "filter" }, "Filter by prompt id ");
     this.filterInput = el("input", {
-      id: "dv-filter", type: "search", placeholder: "e.g. p12", autocomplete: "off",
-      "aria-controls": "dv-responses"
+      id: this.prefix + "filter", type: "search", placeholder: "e.g. p12", autocomplete: "off",
+      "aria-controls": this.prefix + "responses"
     });
     this.countNote = el("span", { "class": "dv-count", "aria-live": "polite" });
     var filterRow = el("div", { "class": "dv-filter-row" });
@@ -209,7 +222,8 @@
 
     var scroller = el("div", { "class": "dv-table-scroll" });
     var table = el("table", {
-      id: "dv-responses", "class": "dv-responses", role: "grid", "aria-readonly": "true",
+      id: this.prefix + "responses", "class": "dv-responses", role: "grid",
+      "aria-readonly": "true",
       "aria-label": "Embedded responses: Enter or Space selects one, arrow keys move"
     });
     var thead = el("thead");
@@ -263,15 +277,15 @@
 
     // Controls: column chooser, scale scope, legend.
     var controls = el("div", { "class": "dv-controls" });
-    var colLabel = el("label", { "for": "dv-column" }, "Colour by ");
-    this.columnSelect = el("select", { id: "dv-column" });
+    var colLabel = el("label", { "for": this.prefix + "column" }, "Colour by ");
+    this.columnSelect = el("select", { id: this.prefix + "column" });
     this.columns.forEach(function (c) {
       self.columnSelect.appendChild(el("option", { value: c }, LABELS[c] || c));
     });
     colLabel.appendChild(this.columnSelect);
     controls.appendChild(colLabel);
-    var scopeLabel = el("label", { "for": "dv-scope" }, "Scale over ");
-    this.scopeSelect = el("select", { id: "dv-scope" });
+    var scopeLabel = el("label", { "for": this.prefix + "scope" }, "Scale over ");
+    this.scopeSelect = el("select", { id: this.prefix + "scope" });
     this.scopeSelect.appendChild(el("option", { value: "response" }, "this response"));
     this.scopeSelect.appendChild(el("option", { value: "all" }, "all embedded responses"));
     scopeLabel.appendChild(this.scopeSelect);
@@ -290,22 +304,24 @@
       self.recolour();
     });
 
-    this.root.appendChild(el("p", { "class": "dv-help", id: "dv-help" },
+    this.root.appendChild(el("p", { "class": "dv-help", id: this.prefix + "help" },
       "Keys, on a token: n / j next token above the threshold, p / k previous one, " +
       "← → ↑ ↓ previous / next token, Home / End first / last, Escape hides the details. " +
       "Hover or focus a token for its details."));
 
-    this.heading = el("h3", { "class": "dv-heading", id: "dv-heading" });
+    this.heading = el("h3", { "class": "dv-heading", id: this.prefix + "heading" });
     this.root.appendChild(this.heading);
     this.tokens = el("div", {
-      "class": "dv-tokens", id: "dv-tokens", role: "group",
-      "aria-labelledby": "dv-heading", "aria-describedby": "dv-help"
+      "class": "dv-tokens", id: this.prefix + "tokens", role: "group",
+      "aria-labelledby": this.prefix + "heading", "aria-describedby": this.prefix + "help"
     });
     this.root.appendChild(this.tokens);
-    this.status = el("p", { "class": "dv-status", "aria-live": "polite", id: "dv-status" });
+    this.status = el("p", {
+      "class": "dv-status", "aria-live": "polite", id: this.prefix + "status"
+    });
     this.root.appendChild(this.status);
 
-    this.tip = el("div", { id: "dv-tooltip", role: "tooltip", "class": "dv-tooltip" });
+    this.tip = el("div", { id: this.prefix + "tooltip", role: "tooltip", "class": "dv-tooltip" });
     this.tip.hidden = true;
     document.body.appendChild(this.tip);
 
@@ -611,7 +627,9 @@
     tip.appendChild(dl);
     tip.hidden = false;
     this.tipFor = i;
-    if (document.activeElement === node) { node.setAttribute("aria-describedby", "dv-tooltip"); }
+    if (document.activeElement === node) {
+      node.setAttribute("aria-describedby", this.prefix + "tooltip");
+    }
     var rect = node.getBoundingClientRect();
     var width = tip.offsetWidth;
     var left = rect.left + window.pageXOffset;
@@ -631,6 +649,7 @@
     this.tipFor = -1;
   };
 
+  window.divscopeViewer = { mount: mount };
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", start);
   } else {
