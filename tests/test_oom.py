@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, Qwen2Config
@@ -202,9 +203,12 @@ def test_scoring_with_a_budget_gives_the_same_table(lab):
     floats = [name for name, dtype in tables[0].schema.items() if dtype.is_float()]
     others = [name for name in tables[0].columns if name not in floats]
     assert tables[0].select(others).equals(tables[1].select(others))
+    # Other batch shapes sum in another order: float32 rounding, 1e-5 of the value's magnitude
+    # (at least 1). On AVX-512 kernels a cross-entropy of 3.35 moved by 1.0e-5 (AVX2: less).
     for name in floats:
-        difference = (tables[0][name] - tables[1][name]).abs().max()
-        assert difference <= 1e-5, name
+        one, other = (table[name].to_numpy() for table in tables)
+        difference = np.abs(one - other) / np.maximum(np.abs(one), 1.0)
+        assert difference.max() <= 1e-5, name
 
 
 def test_cli_refuses_a_bad_max_memory(tmp_path):
