@@ -35,7 +35,8 @@ def tiny_prompts(tmp_path) -> Path:
 def offline_hub(tmp_path, monkeypatch) -> OfflineHub:
     """An empty Hugging Face Hub cache under `tmp_path`, with the environment set to read it
     and nothing else: `HF_HUB_CACHE` points there and `HF_HUB_OFFLINE=1` (and huggingface_hub's
-    constants, read at import, follow). Fill it with `OfflineHub.add` (tests/hub.py)."""
+    constants and transformers 4's default cache directory, read at import, follow). Fill it
+    with `OfflineHub.add` (tests/hub.py)."""
     from huggingface_hub import constants
 
     cache = tmp_path / "hub"
@@ -44,6 +45,10 @@ def offline_hub(tmp_path, monkeypatch) -> OfflineHub:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    # transformers 4.x reads the cache's path once, at import, as its default cache_dir
+    from transformers.utils import hub
+
+    monkeypatch.setattr(hub, "TRANSFORMERS_CACHE", str(cache), raising=False)
     return OfflineHub(cache)
 
 

@@ -22,11 +22,13 @@ def load_tokenizer(name: str | ModelName):
     name = ModelName.of(name)
     try:
         return AutoTokenizer.from_pretrained(name.id, **name.options())
-    except (OSError, ValueError) as error:
+    # ImportError: transformers 4 builds a folder's missing fast tokenizer from a slow one,
+    # which may need sentencepiece or protobuf
+    except (OSError, ValueError, ImportError) as error:
         if name.subfolder:
             try:
                 return AutoTokenizer.from_pretrained(name.id, revision=name.revision)
-            except (OSError, ValueError):
+            except (OSError, ValueError, ImportError):
                 pass
         raise DivscopeError(f"tokenizer {str(name)!r}: could not be loaded ({error}).") from error
 
