@@ -131,6 +131,8 @@ class Option:
             return self.default if given is None else self.flag.parse(given)
         if _origin(self.kind) is tuple:
             return self.default if given is None else tuple(given)
+        if self.kind is Path and isinstance(given, str):
+            return Path(given)  # a study file's value: typer < 0.27 leaves it a string
         return given
 
 
@@ -259,6 +261,9 @@ def _study_parameter() -> inspect.Parameter:
         if value is not None:
             study = study_defaults(read_study(value), str(value), ctx)
             ctx.default_map = {**(ctx.default_map or {}), **study}
+            for param in ctx.command.params:
+                if param.name in _variadic_from_study(ctx):
+                    param.required, param.callback = False, _study_value(param.callback)
         return value
 
     info = typer.Option(
@@ -283,6 +288,29 @@ def command_path(ctx: typer.Context) -> list[str]:
         names.insert(0, ctx.info_name or "")
         ctx = ctx.parent
     return names
+
+
+def _variadic_from_study(ctx: typer.Context) -> list[str]:
+    """The variadic arguments (`weights`' models) that the study file gives: click < 8.2
+    (typer < 0.29) reads no default for them, so they are made optional once the file is read
+    and take its value where the command line gives none (`_study_value`)."""
+    given = ctx.default_map or {}
+    return [
+        p.name
+        for p in ctx.command.params
+        if p.param_type_name == "argument" and p.nargs == -1 and p.name in given
+    ]
+
+
+def _study_value(callback: Callable[..., Any] | None) -> Callable[..., Any]:
+    """A variadic argument's callback that takes the study file's value where the command line
+    gave none, then runs the argument's own `callback`."""
+
+    def take(ctx: typer.Context, param: Any, value: Any) -> Any:
+        value = value or ctx.default_map[param.name]
+        return value if callback is None else callback(ctx, param, value)
+
+    return take
 
 
 def study_defaults(study: Mapping[str, Any], source: str, ctx: typer.Context) -> dict[str, Any]:
