@@ -222,11 +222,10 @@ def read_responses(
     """
     from divscope.distributed import reports
     from divscope.progress import note
-    from divscope.tables import as_arrow, read_arrow
+    from divscope.tables import as_arrow, in_memory, input_name, local_path, read_arrow
 
-    in_memory = not isinstance(path, str | os.PathLike)
-    source = "responses" if in_memory else str(path)
-    raw = as_arrow(path) if in_memory else _read_raw(Path(path), read_arrow)
+    source = "responses" if in_memory(path) else input_name(path)
+    raw = as_arrow(path) if in_memory(path) else _read_raw(local_path(path), read_arrow)
     known = formats()
     if reading.from_ == "auto":
         found = next((f for f in known if f.matches(raw.column_names)), None)
@@ -343,12 +342,13 @@ def _with_correct(table: pa.Table, raw: pa.Table, column: str, source: str) -> p
 
 
 def _token_ids(table: pa.Table, tokenizer: Any, system_prompt: str | None, source: str):
-    """`table` with `prompt_ids` (chat `messages` through the chat template, else the prompt
-    text as `divscope.tables.attach_ids` tokenizes it) and `response_ids`; and how many
-    responses re-tokenize to ids that decode to other text."""
+    """`table` with `prompt_ids` (chat `messages` as `divscope.prompts.tokenized_prompts`
+    templates them, else the prompt text as `divscope.tables.attach_ids` tokenizes it) and
+    `response_ids`; and how many responses re-tokenize to ids that decode to other text."""
     import pyarrow.compute as pc
 
-    from divscope.prompts import template_messages
+    from divscope.params import Chat
+    from divscope.prompts import tokenized_prompts
     from divscope.tables import IDS, attach_ids, first_row, key_of
 
     for column in ("messages", "prompt", "response"):
@@ -358,10 +358,8 @@ def _token_ids(table: pa.Table, tokenizer: Any, system_prompt: str | None, sourc
                 raise DivscopeError(f"{source}: column {column!r} is null for {key_of(row)}.")
 
     if "prompt_ids" not in table.column_names and "messages" in table.column_names:
-        ids = [
-            template_messages(m, tokenizer, system_prompt=system_prompt)[1]
-            for m in table["messages"].to_pylist()
-        ]
+        chat = Chat(system_prompt=system_prompt)
+        _, ids = tokenized_prompts(table, tokenizer, source=source, chat=chat)
         table = table.append_column("prompt_ids", pa.array(ids, IDS))
     table = attach_ids(table, tokenizer)
     texts = table["response"].to_pylist()
