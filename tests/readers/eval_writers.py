@@ -124,15 +124,6 @@ def write_lighteval(path: Path, loglikelihood: bool = False) -> Path:
     return path
 
 
-def read_raw(path: Path) -> pa.Table:
-    """A file's raw table as pyarrow reads it (JSONL or Parquet)."""
-    if path.suffix == ".jsonl":
-        import pyarrow.json as pj
-
-        return pj.read_json(path)
-    return pq.read_table(path)
-
-
 def all_layouts(tmp_path: Path) -> dict[str, list[Path]]:
     """Each format's files: the ones written here, and the upstream-written fixtures."""
     return {

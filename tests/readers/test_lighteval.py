@@ -7,13 +7,14 @@ import pytest
 
 from divscope.errors import DivscopeError
 from divscope.readers import ReadContext, format_module
-from tests.readers.eval_writers import LIGHTEVAL_FIXTURE, all_layouts, read_raw, write_lighteval
+from divscope.tables import read_arrow
+from tests.readers.eval_writers import LIGHTEVAL_FIXTURE, all_layouts, write_lighteval
 
 FORMAT = format_module("lighteval").FORMAT
 
 
 def read(path, correct=None):
-    return FORMAT.read(read_raw(path), ReadContext(source=str(path), correct=correct))
+    return FORMAT.read(read_arrow(path), ReadContext(source=str(path), correct=correct))
 
 
 def test_lightevals_own_details_map_onto_trajectories():
@@ -116,7 +117,7 @@ def test_a_loglikelihood_task_is_refused(tmp_path):
 def test_detected_on_its_own_files_only(tmp_path):
     for name, paths in all_layouts(tmp_path).items():
         for path in paths:
-            assert FORMAT.matches(read_raw(path).column_names) == (name == "lighteval"), path
+            assert FORMAT.matches(read_arrow(path).column_names) == (name == "lighteval"), path
 
 
 def test_batch_padding_is_removed_given_the_tokenizer(tmp_path):
@@ -127,7 +128,7 @@ def test_batch_padding_is_removed_given_the_tokenizer(tmp_path):
     context = ReadContext(source=str(LIGHTEVAL_FIXTURE), tokenizer=lambda: tokenizer)
     # lighteval's own file: document 2's first sample was padded after its EOS
     padded = read(LIGHTEVAL_FIXTURE)["response_ids"].to_pylist()
-    unpadded = FORMAT.read(read_raw(LIGHTEVAL_FIXTURE), context)["response_ids"].to_pylist()
+    unpadded = FORMAT.read(read_arrow(LIGHTEVAL_FIXTURE), context)["response_ids"].to_pylist()
     assert padded[3][-1] == pad
     assert [ids[-1] for ids in unpadded] == [eos] * 5
     assert unpadded[3] == padded[3][: padded[3].index(eos) + 1]
@@ -139,7 +140,9 @@ def test_batch_padding_is_removed_given_the_tokenizer(tmp_path):
     raw[0]["model_response"]["output_tokens"] = [[20, 21, eos, pad, pad]]
     raw[1]["model_response"]["output_tokens"] = [[21, 21, pad]]
     pq.write_table(pa.Table.from_pylist(raw), path)
-    table = FORMAT.read(read_raw(path), ReadContext(source=str(path), tokenizer=lambda: tokenizer))
+    table = FORMAT.read(
+        read_arrow(path), ReadContext(source=str(path), tokenizer=lambda: tokenizer)
+    )
     assert table["prompt_ids"].to_pylist() == [[10, 11, 12], [11, 11, 12]]
     assert table["response_ids"].to_pylist() == [[20, 21, eos], [21, 21]]
 

@@ -8,13 +8,14 @@ import pytest
 
 from divscope.errors import DivscopeError
 from divscope.readers import ReadContext, format_module
-from tests.readers.eval_writers import LM_EVAL_FIXTURE, all_layouts, read_raw, write_lm_eval
+from divscope.tables import read_arrow
+from tests.readers.eval_writers import LM_EVAL_FIXTURE, all_layouts, write_lm_eval
 
 FORMAT = format_module("lm-eval").FORMAT
 
 
 def read(path, correct=None):
-    return FORMAT.read(read_raw(path), ReadContext(source=str(path), correct=correct))
+    return FORMAT.read(read_arrow(path), ReadContext(source=str(path), correct=correct))
 
 
 def test_lm_evals_own_log_maps_onto_trajectories():
@@ -101,7 +102,7 @@ def test_a_loglikelihood_task_is_refused(tmp_path):
 def test_detected_on_its_own_files_only(tmp_path):
     for name, paths in all_layouts(tmp_path).items():
         for path in paths:
-            assert FORMAT.matches(read_raw(path).column_names) == (name == "lm-eval"), path
+            assert FORMAT.matches(read_arrow(path).column_names) == (name == "lm-eval"), path
 
 
 def test_the_table_is_valid_trajectories():

@@ -6,13 +6,14 @@ import pytest
 
 from divscope.errors import DivscopeError
 from divscope.readers import ReadContext, format_module
-from tests.readers.eval_writers import TRL_FIXTURE, all_layouts, read_raw, write_trl
+from divscope.tables import read_arrow
+from tests.readers.eval_writers import TRL_FIXTURE, all_layouts, write_trl
 
 FORMAT = format_module("trl").FORMAT
 
 
 def read(path, correct=None):
-    return FORMAT.read(read_raw(path), ReadContext(source=str(path), correct=correct))
+    return FORMAT.read(read_arrow(path), ReadContext(source=str(path), correct=correct))
 
 
 def test_columns_map_onto_trajectories(tmp_path):
@@ -35,7 +36,7 @@ def test_columns_map_onto_trajectories(tmp_path):
 
 
 def test_trls_own_log_maps_onto_trajectories():
-    raw = read_raw(TRL_FIXTURE)
+    raw = read_arrow(TRL_FIXTURE)
     table = read(TRL_FIXTURE)
     # two rewards of the user's own, none called accuracy_reward: ungraded unless --correct
     assert table.column_names == [
@@ -63,7 +64,7 @@ def test_prompt_ids_are_the_same_in_every_step(tmp_path):
 
 def test_a_prompt_seen_again_gets_the_next_sample_ids(tmp_path):
     path = write_trl(tmp_path / "c.parquet")
-    raw = read_raw(path)
+    raw = read_arrow(path)
     pq.write_table(pa.concat_tables([raw, raw]), path)
     table = read(path)
     keys = list(zip(table["prompt_id"].to_pylist(), table["sample_id"].to_pylist(), strict=True))
@@ -78,7 +79,7 @@ def test_correct_names_another_reward(tmp_path):
 
 def test_the_only_reward_grades_and_several_without_accuracy_leave_it_ungraded(tmp_path):
     path = write_trl(tmp_path / "c.parquet")
-    raw = read_raw(path)
+    raw = read_arrow(path)
     pq.write_table(raw.drop_columns(["accuracy_reward", "extracted"]), path)
     assert read(path)["correct"].to_pylist() == [True] * 4
     pq.write_table(raw.drop_columns(["accuracy_reward"]), path)
@@ -96,7 +97,7 @@ def test_an_unknown_or_unusable_correct_column_is_refused(tmp_path):
 def test_detected_on_its_own_files_only(tmp_path):
     for name, paths in all_layouts(tmp_path).items():
         for path in paths:
-            assert FORMAT.matches(read_raw(path).column_names) == (name == "trl"), path
+            assert FORMAT.matches(read_arrow(path).column_names) == (name == "trl"), path
 
 
 def test_the_table_is_valid_trajectories(tmp_path):
