@@ -30,7 +30,7 @@ from divscope.generation.engine import (
     VLLMOptions,
 )
 from divscope.memory_plan import format_bytes, parse_memory
-from divscope.models.names import ModelName, parse
+from divscope.models.names import ModelName
 from divscope.output import check_output, frame_digest, share_note, written
 from divscope.params import LIBRARY_ONLY, Chat, Flag, PartedOutput, SinglePlacement
 from divscope.progress import Progress, note
@@ -204,7 +204,7 @@ def generate(
         ))  # fmt: skip
     out = PartedOutput.of(out)
     given, where = given_model(model), input_name(prompts, "prompts")
-    name = parse(model, flag="--model") if given is None else ModelName(model_name(model))
+    name = model_name(model)
     runs = name if given is None else given[0]  # what the engine runs: a name or a model
     if given is not None and config.engine == "vllm":
         raise DivscopeError(

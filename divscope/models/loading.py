@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from divscope.errors import DivscopeError
-from divscope.models.names import ModelName
+from divscope.models.names import ModelName, parse
 from divscope.models.placement import (
     config_dtype,
     load_config,
@@ -114,17 +114,27 @@ def given_model(value: Any) -> tuple[Any, Any] | None:
     return value, load_tokenizer(name)
 
 
-def model_name(value: Any) -> str:
-    """How outputs name a model: its path or id as given, or a loaded model's `name_or_path`
-    (its class name when it has none).
+def model_name(
+    value: Any,
+    *,
+    revision: str | None = None,
+    subfolder: str | None = None,
+    flag: str = "--model",
+) -> ModelName:
+    """How a run names a model: a name read by `divscope.models.names.parse` with its revision
+    and subfolder options (`flag` names them in errors), or a loaded model (`given_model`) by
+    its `name_or_path` (its class name when it has none).
 
-    >>> model_name("fixtures/lab/base")
-    'fixtures/lab/base'
+    >>> str(model_name("org/run", revision="step-4"))
+    'org/run@step-4'
+
+    Raises:
+        DivscopeError: see `parse`.
     """
     if isinstance(value, str | os.PathLike):
-        return str(value)
+        return parse(value, revision=revision, subfolder=subfolder, flag=flag)
     model = value[0] if isinstance(value, tuple | list) else value
-    return getattr(model, "name_or_path", None) or type(model).__name__
+    return ModelName(getattr(model, "name_or_path", None) or type(model).__name__)
 
 
 def check_not_offloaded(model, name_or_path: str) -> None:

@@ -16,14 +16,13 @@ is read as a `divscope.models.names.ModelName` with its revision (`base_revision
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from divscope.distributed import World
 from divscope.errors import DivscopeError
-from divscope.models.names import ModelName, parse
+from divscope.models.names import ModelName
 from divscope.params import ModelPair
 from divscope.vocab import Compatibility
 
@@ -143,14 +142,12 @@ def model_names(models: ModelPair, names: Sequence[str] = ("base", "rl")) -> dic
     from divscope.models.loading import model_name
 
     return {
-        name: parse(
+        name: model_name(
             getattr(models, name),
             revision=getattr(models, f"{name}_revision", None),
             subfolder=models.subfolder if name == "rl" else None,
             flag=f"--{name.replace('_', '-')}",
         )
-        if isinstance(getattr(models, name), str | os.PathLike)
-        else ModelName(model_name(getattr(models, name)))
         for name in names
     }
 
