@@ -81,7 +81,7 @@ def read(table: pa.Table, context: ReadContext) -> pa.Table:
 def _messages(inputs: list[str], context: ReadContext) -> pa.Array:
     """The chat messages of each `input`: the dataset row (`context.prompts`) whose prompt,
     templated and decoded as verl decodes it, is that text."""
-    from divscope.prompts import template_messages
+    from divscope.prompts import check_messages, template_messages
     from divscope.tables import read_arrow
 
     dataset = read_arrow(context.prompts)
@@ -94,8 +94,8 @@ def _messages(inputs: list[str], context: ReadContext) -> pa.Array:
         )
     tokenizer = context.tokenizer()
     by_text: dict[str, list] = {}
-    for messages in dataset[column].to_pylist():
-        turns = [{"role": m["role"], "content": m["content"]} for m in messages]
+    for row, messages in enumerate(dataset[column].to_pylist()):
+        turns = check_messages(messages, where=f"{context.prompts}: row {row}")
         _, ids = template_messages(turns, tokenizer, system_prompt=context.system_prompt)
         by_text.setdefault(tokenizer.decode(ids, skip_special_tokens=True), turns)
     unmatched = [text for text in inputs if text not in by_text]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -107,6 +108,12 @@ def test_inputs_that_match_no_prompt_are_refused(tmp_path, chat_tokenizer):
     pq.write_table(table, tmp_path / "flat.parquet")
     with pytest.raises(DivscopeError, match="--prompts needs chat messages"):
         read_responses(dump, Reading("verl", prompts=str(tmp_path / "flat.parquet")),
+                       lambda: chat_tokenizer)  # fmt: skip
+    table = pq.read_table(dataset).to_pylist()
+    table[0]["prompt"] = [{"role": "tool", "content": "What is 2 + 2?"}]
+    pq.write_table(pa.Table.from_pylist(table), tmp_path / "tool.parquet")
+    with pytest.raises(DivscopeError, match=r"tool\.parquet: row 0: turn 0 has role 'tool'"):
+        read_responses(dump, Reading("verl", prompts=str(tmp_path / "tool.parquet")),
                        lambda: chat_tokenizer)  # fmt: skip
 
 
