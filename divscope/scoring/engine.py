@@ -31,7 +31,7 @@ from torch import Tensor
 
 from divscope.defaults import BATCH_TOKENS
 from divscope.errors import DivscopeError
-from divscope.memory_plan import announce, parse_memory, plan_scoring
+from divscope.memory_plan import MAX_CHUNK_ROWS, announce, parse_memory, plan_scoring
 from divscope.models.head import (
     OutputHead,
     check_head_dtype,
@@ -82,7 +82,9 @@ class ScoreConfig:
     """Response positions per output-head chunk (--chunk-rows); bounds the [rows, V] buffers.
     None: as many as fit (`memory_plan.plan_scoring`: on a GPU, or with `max_memory`), else as
     many as keep one float32 [rows, V] buffer within 24 MiB on CPU (the allocator then reuses
-    its heap; larger buffers are fresh mappings whose page faults dominate the time)."""
+    its heap; larger buffers are fresh mappings whose page faults dominate the time); either
+    way at most `memory_plan.MAX_CHUNK_ROWS` (1,024: more rows hold more memory, not more
+    speed)."""
     max_memory: Annotated[int | None, Flag(parse=parse_memory, metavar="SIZE")] = None
     """Bytes the run may use per device (--max-memory), weights included: the budget of the
     values left None. None: on a GPU its free memory once the models are loaded; on the CPU
@@ -605,8 +607,9 @@ def _heap_trimmer() -> Callable[[], None]:
 
 def _cpu_chunk_rows(vocab: int) -> int:
     """Chunk rows without a memory plan (the CPU without --max-memory): as many as keep one
-    float32 [rows, V] buffer within 24 MiB (see `ScoreConfig.chunk_rows`)."""
-    return max(1, 24 * 2**20 // (4 * vocab))
+    float32 [rows, V] buffer within 24 MiB (see `ScoreConfig.chunk_rows`), at most
+    `MAX_CHUNK_ROWS`."""
+    return max(1, min(24 * 2**20 // (4 * vocab), MAX_CHUNK_ROWS))
 
 
 def _response_hidden(
