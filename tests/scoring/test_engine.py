@@ -353,36 +353,35 @@ def _masked_hidden(model, prompts, responses, width: int) -> torch.Tensor:
     )
 
 
-@pytest.mark.parametrize("model", ["qwen2", "llama", "lab"])
+@pytest.mark.parametrize("model", ["qwen2", "llama", "lab/base", "lab/rl"])
 def test_right_padded_batches_need_no_padding_mask(model):
     """Without a padding mask, the states at every response position (and so the logits) are
-    the masked forward's, bit for bit in float32; in float64 they are each row's own unpadded
-    forward's at input index prompt_len + t - 1 (the positions line up)."""
+    the masked forward's, bit for bit in float32 and in float64; in float64 they are also each
+    row's own unpadded forward's at input index prompt_len + t - 1 (the positions line up)."""
     from transformers import AutoModelForCausalLM
 
     from divscope.scoring.engine import _response_hidden
 
-    if model == "lab":
-        lab = "fixtures/lab/base"
-        model = AutoModelForCausalLM.from_pretrained(lab, dtype=torch.float32).eval()
+    if model.startswith("lab/"):
+        path = f"fixtures/{model}"
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     else:
         model = make_model(model, HEAD_ROWS, seed=0, max_positions=CONTEXT, logit_scale=12.0)
     prompts, responses = _padded_batch(min(model.config.vocab_size, VOCAB), seed=0)
     width = 24  # wider than the longest input (20): padding in every row
-    masked = _masked_hidden(model, prompts, responses, width)
+    for dtype in (torch.float32, torch.float64):
+        model = model.to(dtype)
+        masked = _masked_hidden(model, prompts, responses, width)
+        with torch.inference_mode():
+            hidden = _response_hidden(model, prompts, responses, width)  # [N, d]
+            head = model.get_output_embeddings()
+            assert hidden.dtype == dtype and torch.equal(hidden, masked)
+            assert torch.equal(head(hidden), head(masked))
     with torch.inference_mode():
-        hidden = _response_hidden(model, prompts, responses, width)  # [N, d]
-        head = model.get_output_embeddings()
-        assert torch.equal(hidden, masked)
-        assert torch.equal(head(hidden), head(masked))
-    wide = model.double()
-    with torch.inference_mode():
-        hidden = _response_hidden(wide, prompts, responses, width)
         rows = []
         for p, r in zip(prompts, responses, strict=True):
-            alone = wide.get_decoder()(input_ids=torch.tensor([p + r[:-1]])).last_hidden_state[0]
+            alone = model.get_decoder()(input_ids=torch.tensor([p + r[:-1]])).last_hidden_state[0]
             rows.append(alone[len(p) - 1 : len(p) - 1 + len(r)])
-    assert hidden.dtype == torch.float64
     assert torch.allclose(hidden, torch.cat(rows), atol=1e-12, rtol=0)
 
 
