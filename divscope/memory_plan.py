@@ -433,8 +433,9 @@ def plan_scoring(
     rows = chunk_rows
     for budget in budgets:
         device, room = budget.device, budget.room
-        # Per token of a batch: the forward of the largest layer here, its padding mask, and the
-        # final hidden states that the batch keeps until its chunks are done.
+        # Per token of a batch: the forward of the largest layer here, a byte per position for
+        # an attention mask (SDPA builds none for the engine's right-padded batches, an eager
+        # attention does), and the final hidden states the batch keeps until its chunks are done.
         kept = sum(m.hidden for m in listed if m.head == device)
         here = [m.activation for m in listed if device in m.layers]
         forward = max(here, default=0) + longest + kept
