@@ -369,6 +369,13 @@ def test_right_padded_batches_need_no_padding_mask(model):
         model = make_model(model, HEAD_ROWS, seed=0, max_positions=CONTEXT, logit_scale=12.0)
     prompts, responses = _padded_batch(min(model.config.vocab_size, VOCAB), seed=0)
     width = 24  # wider than the longest input (20): padding in every row
+    masks = []
+    model.get_decoder().register_forward_pre_hook(
+        lambda module, args, kwargs: masks.append(kwargs.get("attention_mask")), with_kwargs=True
+    )
+    with torch.inference_mode():
+        _response_hidden(model, prompts, responses, width)
+    assert masks == [None]  # the engine's forward: no padding mask
     for dtype in (torch.float32, torch.float64):
         model = model.to(dtype)
         masked = _masked_hidden(model, prompts, responses, width)
