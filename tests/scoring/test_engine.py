@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 import pyarrow as pa
@@ -363,7 +365,7 @@ def test_right_padded_batches_need_no_padding_mask(model):
     from divscope.scoring.engine import _response_hidden
 
     if model.startswith("lab/"):
-        path = f"fixtures/{model}"
+        path = Path(__file__).resolve().parents[2] / "fixtures" / model
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     else:
         model = make_model(model, HEAD_ROWS, seed=0, max_positions=CONTEXT, logit_scale=12.0)
