@@ -63,6 +63,8 @@ from divscope.models.head import (
     check_output_head,
 )
 from divscope.models.lengths import context_length, new_token_limits
+from divscope.models.placement import on_own_gpus
+from divscope.models.threads import concurrently
 from divscope.oom import PLACEMENT_ADVICE, halving
 from divscope.progress import Progress
 
@@ -137,14 +139,23 @@ class Lockstep:
             name: new_cache(model, width, max_new_tokens) for name, model in self.models.items()
         }
         self.logits: dict[str, Tensor] = {}
+        self.concurrent = on_own_gpus(self.models)
         for name in self.models:
             self._forward(name, input_ids, positions)
 
     def advance(self, tokens: Tensor) -> None:
-        """Feed `tokens` (`[B]`, one per row) to every model."""
+        """Feed `tokens` (`[B]`, one per row) to every model (at once where each has GPUs of
+        its own: `on_own_gpus`)."""
         self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], dim=1)  # [B, S+1]
-        for name in self.models:
-            self._forward(name, tokens[:, None], self.next_position)
+        calls = [
+            partial(self._forward, name, tokens[:, None], self.next_position)
+            for name in self.models
+        ]
+        if self.concurrent:
+            concurrently(calls, inference=True)
+        else:
+            for call in calls:
+                call()
         self.next_position = self.next_position + 1
 
     def select(self, rows: Tensor) -> None:

@@ -45,6 +45,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields, is_dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -59,6 +60,8 @@ from divscope.decoding.request import Request
 from divscope.errors import DivscopeError, warn
 from divscope.models.compat import CACHE, cached
 from divscope.models.head import OutputHead
+from divscope.models.placement import on_own_gpus
+from divscope.models.threads import concurrently
 from divscope.oom import release_memory
 from divscope.progress import Progress
 from divscope.scoring.metrics import Truncated, truncate
@@ -103,7 +106,7 @@ def draft_length(breaks: int, positions: int, verifiers: int) -> int:
     verified, with the prior `PRIOR_BREAKS` in `PRIOR_POSITIONS`).
 
     >>> draft_length(0, 1000, 1), draft_length(200, 1000, 1), draft_length(900, 1000, 2)
-    (16, 2, 1)
+    (8, 2, 1)
     """
     q = (breaks + PRIOR_BREAKS) / (positions + PRIOR_POSITIONS)
 
@@ -265,6 +268,7 @@ class _Unit:
         self.vocab, self.suppressed, self.eos_ids = vocab, list(suppressed), list(eos_ids)
         self.source = dict(models)
         self.others = [name for name in models if name != policy.primary]
+        self.concurrent = on_own_gpus({name: models[name] for name in self.others})
         self.width = max(self.limits) + max(DRAFT_LENGTHS)  # steps a draft can reach
         self.capacity = capacity
         self.device = device
@@ -577,8 +581,11 @@ class _Unit:
         inputs = torch.cat([self.nxt[rows, None], drafts[:, : k - 1]], dim=1)  # [r, k]
         positions = self.pos[rows, None] + torch.arange(k, device=dev)  # [r, k]
         logits = {policy.primary: torch.stack(logits_r, dim=1)}  # [r, k, V]
-        for name in self.others:
-            logits[name] = self.models[name].forward(inputs, positions)
+        calls = [partial(self.models[name].forward, inputs, positions) for name in self.others]
+        if self.concurrent:  # each on GPUs of its own
+            logits.update(zip(self.others, concurrently(calls, inference=True), strict=True))
+        else:
+            logits.update((name, call()) for name, call in zip(self.others, calls, strict=True))
         self.stats.intervener_forwards += len(self.others)
         self.stats.intervener_tokens += len(self.others) * r * k
         if policy.positionwise():
