@@ -1,0 +1,505 @@
+"""GPU-hours of the paper recipes (docs/recipes.md), with the reference and the speculative decoder.
+
+    python bench/recipe_hours.py                    # the Time tables of docs/recipes.md
+    python bench/recipe_hours.py --occupancy 0.9    # a measured occupancy instead of the assumed
+
+No GPU and no download: arithmetic on divscope's memory plans (`divscope.memory_plan`, models
+built on the meta device from the real configs, as `bench/memory.py`) and on the speculative
+decoder's own choice of draft length (`divscope.decoding.speculative.draft_length`). The
+assumptions are printed above the tables (`assumptions`); the paper's numbers that feed them
+are the constants below.
+
+A cell reads `H100 · H200` GPU-hours. Four estimates per step:
+
+- reference, to the cap: `--decoder reference`, every batch runs to the length cap (the
+  estimates docs/recipes.md gave before the speculative decoder);
+- speculative, to the cap: every response runs to the cap (the upper estimate);
+- speculative, mean length: responses average the paper's mean length (the cap where the
+  paper gives none), in units of 64 responses (a cross-sample part, `PART_ROWS`);
+- the same with units of each process's whole share of a setting (what larger units give).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass, field
+from functools import partial
+
+import torch
+from memory import GPUS, MODELS, VOCAB  # bench/memory.py: Qwen2.5 configs, GPU memory
+from transformers import AutoModelForCausalLM, Qwen3Config
+
+from divscope.decoding.cross_sample import PART_ROWS
+from divscope.decoding.speculative import REFILL_AT, SPECULATIVE_MEMORY, draft_length
+from divscope.memory_plan import SCORING_BUFFERS, kv_bytes_per_token, plan_decoding, weight_bytes
+
+QWEN3 = {
+    "Qwen3-8B": Qwen3Config(
+        vocab_size=151_936, hidden_size=4_096, intermediate_size=12_288, num_hidden_layers=36,
+        num_attention_heads=32, num_key_value_heads=8, head_dim=128, tie_word_embeddings=False,
+        max_position_embeddings=40_960,
+    ),
+    "Qwen3-4B": Qwen3Config(
+        vocab_size=151_936, hidden_size=2_560, intermediate_size=9_728, num_hidden_layers=36,
+        num_attention_heads=32, num_key_value_heads=8, head_dim=128, tie_word_embeddings=True,
+        max_position_embeddings=40_960,
+    ),
+    "Qwen3-0.6B": Qwen3Config(
+        vocab_size=151_936, hidden_size=1_024, intermediate_size=3_072, num_hidden_layers=28,
+        num_attention_heads=16, num_key_value_heads=8, head_dim=128, tie_word_embeddings=True,
+        max_position_embeddings=40_960,
+    ),
+}  # fmt: skip
+BANDWIDTH = {"80 GB": 3.35e12, "141 GB": 4.8e12}
+"""HBM bandwidth, bytes/s: H100 SXM, H200."""
+READ_SHARE = 0.5
+"""Share of the bandwidth a decoding step is assumed to reach."""
+LAUNCH_FLOOR = 0.3e-3
+"""Seconds per decoder layer per forward at least (eager PyTorch launches each layer's kernels)."""
+PEAK, COMPUTE_SHARE = 989e12, 0.4
+"""bf16 dense peak FLOP/s (H100 and H200 alike) and the share of it assumed reached."""
+PROMPT = 192
+"""Prompt tokens."""
+OCCUPANCY = 1 - REFILL_AT / 2
+"""Live rows over capacity while requests wait: waiting requests join once `REFILL_AT` of the
+rows are free, so on average half that share stands empty (the prefills are not counted)."""
+
+# The core paper (Table 1, AIME 2024, Qwen2.5-32B vs DAPO): effective switches per response and
+# their share of the tokens; the SimpleRL row gives the share of all switches to effective ones.
+DAPO_FORWARD = (280, 0.078)
+DAPO_REVERSE = (173, 0.101)
+SIMPLERL_ALL_PER_EFFECTIVE = 75 / 38
+# rl-replace's paper: about 4% of the tokens replaced.
+RL_REPLACE_RATE = 0.04
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One decoded setting: the primary model, the models that verify it, and how its rows
+    break drafts and spend budgets."""
+
+    name: str
+    primary: str
+    """Role of the primary model (the `models` key of its job)."""
+    others: tuple[str, ...] = ()
+    """Roles of the other models (none for the controls and `generate`)."""
+    breaks: float = 1.0
+    """q, the rate at which a verified row's draft breaks (a switch to another token)."""
+    switches: float = 1.0
+    """s, switches per token, identity swaps included: a budget b is spent after b / s tokens."""
+    budget: int = -1
+    """Switch budget (-1: none)."""
+    verified_share: float = 1.0
+    """Share of a response decoded while the row needs the other models, besides its budget
+    (`early`: the first rho of it)."""
+
+    def verified(self, length: float) -> float:
+        """Tokens of a `length`-token response decoded with the other models."""
+        if not self.others or self.budget == 0:
+            return 0.0
+        tokens = length * self.verified_share
+        return tokens if self.budget < 0 else min(tokens, self.budget / self.switches)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One decoding step of a recipe (a `generate` or `cross-sample` command)."""
+
+    step: str
+    work: str
+    models: dict[str, str]
+    """Model name per role."""
+    placement: dict[str, str]
+    """Device per role within a process (the plan's GPUs)."""
+    settings: list[Setting]
+    prompts: int
+    n: int
+    cap: int
+    """--max-new-tokens."""
+    length: float
+    """Mean response length (tokens) of the expected case."""
+    processes: int
+    """Processes the recipe's command runs (a share is a process's part of each setting)."""
+    gpus: int
+    """GPUs each process holds."""
+    generate: bool = False
+    """`generate` (units of `batch // n` prompts) rather than `cross-sample` (parts)."""
+
+    @property
+    def responses(self) -> int:
+        return self.prompts * self.n
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """One `score` command: every response scored under both models."""
+
+    work: str
+    models: tuple[str, ...]
+    responses: int
+    cap: int
+    length: float
+    gpus: int
+
+
+@dataclass
+class Recipe:
+    """A recipe of docs/recipes.md: its decoding jobs and its scoring."""
+
+    title: str
+    jobs: list[Job]
+    scoring: list[Scoring] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Model:
+    """What a forward of one model reads and computes."""
+
+    weights: int
+    kv: int
+    """KV-cache bytes per token."""
+    layers: int
+    query: int
+    """Query size (heads x head dim), for attention FLOPs."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One column of the tables."""
+
+    title: str
+    decoder: str
+    """`reference` or `speculative`."""
+    mean: bool = False
+    """Responses of the paper's mean length (else every one to the cap)."""
+    share: bool = False
+    """Units of each process's whole share of a setting (else parts of `PART_ROWS`)."""
+
+
+CASES = (
+    Case("reference, to the cap", "reference"),
+    Case("reference, mean length", "reference", mean=True),
+    Case("speculative, to the cap", "speculative"),
+    Case("speculative, mean length", "speculative", mean=True),
+    Case("speculative, mean length, units of a process's share", "speculative", True, True),
+)
+
+
+def forward_seconds(model: Model, gpu: str, rows: float, context: float, positions: int = 1):
+    """One forward of `rows` rows at `positions` new positions each over `context` tokens of
+    KV cache: the larger of the bytes read (weights and KV) at `READ_SHARE` of the bandwidth,
+    the FLOPs at `COMPUTE_SHARE` of the peak, and the launch floor."""
+    read = (model.weights + rows * context * model.kv) / (READ_SHARE * BANDWIDTH[gpu])
+    flops = rows * positions * (model.weights + 2 * model.layers * model.query * context)
+    return max(read, flops / (COMPUTE_SHARE * PEAK), model.layers * LAUNCH_FLOOR)
+
+
+def draft(setting: Setting) -> tuple[int, float]:
+    """k (the decoder's `draft_length` at break rate q) and E = (1 - (1 - q)^k) / q, the tokens
+    a round emits per verified row."""
+    q, positions = setting.breaks, 1_000_000
+    k = draft_length(round(q * positions), positions, len(setting.others))
+    return k, (1 - (1 - q) ** k) / q if q else float(k)
+
+
+class Estimator:
+    """The arithmetic of every job on both GPUs, for both decoders."""
+
+    def __init__(self, occupancy: float) -> None:
+        self.occupancy = occupancy
+        self.meta: dict[str, torch.nn.Module] = {}
+        self.model: dict[str, Model] = {}
+
+    def load(self, name: str) -> torch.nn.Module:
+        """`name` on the meta device, in bf16 (no weights allocated)."""
+        if name not in self.meta:
+            config = {**MODELS, **QWEN3}[name]
+            with torch.device("meta"):
+                model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+            self.meta[name] = model
+            self.model[name] = Model(
+                weight_bytes(model), kv_bytes_per_token(model, 2), config.num_hidden_layers,
+                config.num_attention_heads * (getattr(config, "head_dim", None) or
+                                              config.hidden_size // config.num_attention_heads),
+            )  # fmt: skip
+        return self.meta[name]
+
+    def batch(self, job: Job, gpu: str, decoder: str) -> int:
+        """The planner's `--batch-size` for `job` on `gpu` with `decoder`."""
+        models = {role: self.load(name) for role, name in job.models.items()}
+        plan = plan_decoding(
+            models, VOCAB, max_memory=GPUS[gpu], longest=PROMPT + job.cap, prompt=PROMPT,
+            batch_size=None, placement=job.placement,
+            **(SPECULATIVE_MEMORY if decoder == "speculative" else {}),
+        )  # fmt: skip
+        return plan.batch_size
+
+    def units(self, job: Job, batch: int, share: bool) -> list[int]:
+        """Responses of each unit decoded in one call: a part of `PART_ROWS` responses (a
+        `generate` call: `batch // n` prompts), or with `share` each process's whole share."""
+        if share:
+            size = -(-job.responses // job.processes)
+        elif job.generate:
+            size = max(1, batch // job.n) * job.n
+        else:
+            size = -(-PART_ROWS // job.n) * job.n
+        return [min(size, job.responses - i) for i in range(0, job.responses, size)]
+
+    def seconds(self, job: Job, setting: Setting, gpu: str, case: Case) -> float:
+        """Seconds of one process decoding every unit of `setting` (GPUs held: `hours`)."""
+        batch = self.batch(job, gpu, case.decoder)
+        length = job.length if case.mean else job.cap
+        context = PROMPT + length / 2
+        primary = self.model[job.models[setting.primary]]
+        others = [self.model[job.models[role]] for role in setting.others]
+        step = forward_seconds(primary, gpu, batch, context)
+        k, emitted = draft(setting) if case.decoder == "speculative" else (1, 1.0)
+
+        def row_steps(tokens: float) -> tuple[float, float]:
+            """Primary steps of a response, and those of them in rounds it is verified in."""
+            if case.decoder == "reference":  # every model, every step
+                return tokens, tokens if others else 0.0
+            verified = setting.verified(tokens) * k / emitted
+            return verified + tokens - setting.verified(tokens), verified
+
+        at_cap, _ = row_steps(job.cap)
+        work, verified = row_steps(length)
+        total = 0.0
+        for size in self.units(job, batch, case.share):
+            batches, rows = -(-size // batch), min(batch, size)
+            steps = batches * at_cap  # the reference's batches run to the cap in every case
+            if case.mean and case.decoder == "speculative":  # refilled: Graham's bound
+                steps = min(steps, size * work / (rows * self.occupancy) + at_cap)
+            busy = verified / work if work else 0.0  # a row's share of verified steps
+            rounds = steps / k * (1 - (1 - busy) ** rows)  # with at least one verified row
+            verify = sum(forward_seconds(m, gpu, batch, context, k) for m in others)
+            total += steps * step + rounds * verify
+        return total
+
+    def hours(self, job: Job, setting: Setting, gpu: str, case: Case) -> float:
+        """GPU-hours of `setting` of `job`: every unit's time on each process's GPUs."""
+        return self.seconds(job, setting, gpu, case) * job.gpus / 3600
+
+    def scoring_hours(self, scoring: Scoring, gpu: str, case: Case) -> float:
+        """GPU-hours of a `score` command: FLOPs per token and model at `COMPUTE_SHARE` of the
+        peak (the models one after the other), plus the statistics' `SCORING_BUFFERS` float32
+        `[rows, V]` buffers written and read once per token."""
+        length = scoring.length if case.mean else scoring.cap
+        sequence = PROMPT + length
+        per_token = sum(
+            (m.weights + 2 * m.layers * m.query * sequence) / (COMPUTE_SHARE * PEAK)
+            for m in (self.model[name] for name in scoring.models)
+        ) + SCORING_BUFFERS * 4 * VOCAB * 2 / (READ_SHARE * BANDWIDTH[gpu])
+        return scoring.responses * sequence * per_token * scoring.gpus / 3600
+
+
+def recipes() -> list[Recipe]:
+    """The four recipes of docs/recipes.md, their commands as settings."""
+    forward_rate = DAPO_FORWARD[1]
+    reverse_rate = DAPO_REVERSE[1]
+    grid = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, -1)
+    pair32 = {"base": "Qwen2.5-32B", "rl": "Qwen2.5-32B"}
+    two = {"base": "cuda:0", "rl": "cuda:1"}
+    one = {"base": "cuda:0", "rl": "cuda:0"}
+    controls = [Setting("base", "base"), Setting("rl", "rl")]
+
+    def sweep(name: str, primary: str, other: str, rate: float) -> list[Setting]:
+        s = rate * SIMPLERL_ALL_PER_EFFECTIVE
+        return [Setting(f"{name} {b}", primary, (other,), rate, s, b) for b in grid]
+
+    dapo_length = DAPO_FORWARD[0] / DAPO_FORWARD[1]
+    dapo_reverse_length = DAPO_REVERSE[0] / DAPO_REVERSE[1]
+    core = Recipe(
+        "1. Sparse but Critical",
+        [
+            Job("`generate`", "960 responses of DAPO", {"base": "Qwen2.5-32B"},
+                {"base": "cuda:0"}, [Setting("rl", "base")], 30, 32, 8000,
+                dapo_reverse_length, 8, 1, generate=True),
+            Job("`cross-sample` forward", "2 controls + 11 budgets x 960", pair32, two,
+                controls + sweep("forward", "base", "rl", forward_rate), 30, 32, 8000,
+                dapo_length, 4, 2),
+            Job("`cross-sample` reverse", "the same", pair32, two,
+                controls + sweep("reverse", "rl", "base", reverse_rate), 30, 32, 8000,
+                dapo_reverse_length, 4, 2),
+        ],  # fmt: skip
+        [Scoring("960 responses, 2 GPUs", ("Qwen2.5-32B", "Qwen2.5-32B"), 960, 8000,
+                 dapo_reverse_length, 2)],  # fmt: skip
+    )
+    guided = {"base": "Qwen3-0.6B", "rl": "Qwen3-8B"}
+    takeover = Recipe(
+        "2. Decision-token takeover",
+        [
+            Job("`generate` calibration", "240 responses of the 0.6B base", {"base": "Qwen3-0.6B"},
+                {"base": "cuda:0"}, [Setting("base", "base")], 60, 4, 8000, 8000, 8, 1,
+                generate=True),
+            Job("`generate` base, thinking", "2 x 4,480 responses of a 0.6B",
+                {"base": "Qwen3-0.6B"}, {"base": "cuda:0"},
+                [Setting("base", "base"), Setting("thinking", "base")], 560, 8, 8000, 8000, 8,
+                1, generate=True),
+            Job("`cross-sample`", "controls, 4 gates, entropy, random, early (+ its base pass)",
+                guided, one,
+                [*controls, *(Setting(f"gated {r}", "base", ("rl",), r)
+                              for r in (0.02, 0.04, 0.08, 0.13)),
+                 Setting("entropy 0.04", "base", ("rl",), 0.04),
+                 Setting("random 0.25", "base", ("rl",), 0.25),
+                 Setting("early 0.25", "base", ("rl",), 1.0, verified_share=0.25),
+                 Setting("early's base pass", "base")],
+                560, 8, 8000, 8000, 8, 1),
+        ],  # fmt: skip
+        [Scoring("240 + 4,480 responses", ("Qwen3-0.6B", "Qwen3-8B"), 4720, 8000, 8000, 1)],
+    )
+    twins = {"base": "Qwen3-4B", "rl": "Qwen3-4B"}
+    replace = Recipe(
+        "3. rl-replace",
+        [
+            Job("`cross-sample`", "3 one-model controls, 4 two-model settings x 1,920", twins,
+                one,
+                [*controls, Setting("forced base", "base"),
+                 *(Setting(name, "base", ("rl",), RL_REPLACE_RATE)
+                   for name in ("rl-replace", "base-greedy", "forced rl-replace")),
+                 Setting("mixture", "base", ("rl",), 1.0)],
+                120, 16, 8192, 8192, 8, 1),
+            Job("`generate`", "1,920 responses of the 4B", {"base": "Qwen3-4B"},
+                {"base": "cuda:0"}, [Setting("rl", "base")], 120, 16, 8192, 8192, 8, 1,
+                generate=True),
+        ],  # fmt: skip
+        [Scoring("1,920 responses", ("Qwen3-4B", "Qwen3-4B"), 1920, 8192, 8192, 1)],
+    )
+    rast_models = {"base": "Qwen2.5-32B", "rast_base": "Qwen2.5-7B", "rast_rl": "Qwen2.5-7B"}
+    small = ("rast_base", "rast_rl")
+    rast = Recipe(
+        "4. RAST",
+        [
+            Job("`generate`", "4,240 responses of SimpleRL-32B", {"base": "Qwen2.5-32B"},
+                {"base": "cuda:0"}, [Setting("rl", "base")], 530, 8, 8000, 8000, 8, 1,
+                generate=True),
+            Job("`cross-sample`", "base and rast x 4,240", rast_models,
+                {"base": "cuda:0", "rast_base": "cuda:1", "rast_rl": "cuda:1"},
+                [Setting("base", "base"), Setting("rast", "base", small, 1.0)],
+                530, 8, 8000, 8000, 4, 2),
+            Job("`--delta-alignment`", "2 x 100 responses, four models", {**pair32, **rast_models},
+                {"base": "cuda:0", "rl": "cuda:1", "rast_base": "cuda:2", "rast_rl": "cuda:2"},
+                [Setting("base", "base", ("rl", *small), 0.0),
+                 Setting("rast", "base", ("rl", *small), 1.0)],
+                100, 1, 8000, 8000, 2, 4),
+        ],  # fmt: skip
+        [Scoring("4,240 responses, 2 GPUs", ("Qwen2.5-32B", "Qwen2.5-32B"), 4240, 8000, 8000, 2)],
+    )
+    return [core, takeover, replace, rast]
+
+
+def assumptions(occupancy: float) -> str:
+    """What the estimates assume, printed above the tables."""
+    return f"""\
+Assumptions (every number below follows from these and the memory plans):
+- Batch sizes: the planner's (`divscope.memory_plan.plan_decoding`, the GPU's whole memory,
+  prompts of {PROMPT} tokens, responses at the cap), for each decoder: the speculative one
+  reserves its draft statistics and masked KV slots ({SPECULATIVE_MEMORY}), so it plans fewer rows.
+- A forward takes the larger of: weights + rows x context x KV per token read at
+  {READ_SHARE} of the HBM bandwidth (3.35 TB/s H100, 4.8 TB/s H200); 2 FLOPs per parameter and
+  token plus attention at {COMPUTE_SHARE} of the {PEAK / 1e12:.0f} TFLOP/s peak; {LAUNCH_FLOOR * 1e3} ms per layer.
+  The context is the prompt plus half the response (the cap's, or the mean length's). Models on
+  two GPUs are counted one after the other (an upper bound).
+- Reference decoder: every model forwards every step; a batch runs to the cap; a unit (a
+  cross-sample part of {PART_ROWS} responses; a generate call of batch // n prompts) takes
+  ceil(unit / batch) batches.
+- Speculative rounds: k primary steps, then one forward of each other model over the k drafted
+  positions of the verified rows, counted as one step of that model (its KV read once; the FLOPs
+  of k positions). A round emits E = (1 - (1 - q)^k) / q tokens per verified row; k is the
+  decoder's own choice (`draft_length`) at the break rate q. q: the core paper's effective
+  switch rates, {DAPO_FORWARD[1]:.1%} of tokens forward and {DAPO_REVERSE[1]:.1%} reverse (Table 1, AIME 2024, DAPO);
+  rl-replace's {RL_REPLACE_RATE:.0%} of tokens replaced (also for base-greedy); the calibrated rate r for the
+  gates and rho for `random` (every switch counted as a break: an upper bound); q = 1 (k = 1)
+  for policies that switch at every step (`rast`, `mixture`, `early` while it writes); q = 0
+  for `--delta-alignment`'s base rows (no switch; every step verified).
+- Budgets: a row needs the other models until it has made b switches; switches, identity
+  swaps included, come at s = {SIMPLERL_ALL_PER_EFFECTIVE:.2f} x the effective rate (the core paper's SimpleRL
+  row: 75 switches for 38 effective); then the primary decodes it alone. Budget 0 and the
+  controls never use the other models. A round pays the verifying forward while any row of the
+  batch is verified (rows at independent points of their responses), at the whole batch's KV.
+- To the cap: every response runs to the cap, the rows of a batch in lockstep.
+- Mean length: responses average L (the core paper: {DAPO_FORWARD[0]} effective switches at {DAPO_FORWARD[1]:.1%} of the
+  tokens, L = {DAPO_FORWARD[0] / DAPO_FORWARD[1]:,.0f} forward; {DAPO_REVERSE[0]} at {DAPO_REVERSE[1]:.1%}, L = {DAPO_REVERSE[0] / DAPO_REVERSE[1]:,.0f} reverse, also for DAPO's own
+  responses; the cap where a paper gives no length); finished rows are refilled within a
+  unit, occupancy {occupancy:.3f} while requests wait (1 - REFILL_AT / 2 unless measured); a unit's
+  steps are at most work / (rows x occupancy) + one response at the cap (Graham's bound of list
+  scheduling: the last row may start last and run to the cap), and at most its to-the-cap steps.
+- Units: {PART_ROWS} responses (a cross-sample part; a generate call), or each process's whole share
+  of a setting (the last column).
+- Scoring (not changed by the decoder): FLOPs per token and model at {COMPUTE_SHARE} of the peak plus the
+  statistics' {SCORING_BUFFERS} float32 [rows, V] buffers written and read once per token; every
+  response at the cap (or its mean length). Grading (CPU) is not counted.
+"""
+HEADER = "| {first} | " + " | ".join(case.title for case in CASES) + " |"
+
+
+def number(hours: float) -> str:
+    """GPU-hours as docs/recipes.md writes them: 1,412; 134; 1.6."""
+    return f"{hours:,.0f}" if hours >= 10 else f"{hours:.1f}"
+
+
+def cell(pair: tuple[float, float]) -> str:
+    """`H100 · H200`."""
+    return f"{number(pair[0])} · {number(pair[1])}"
+
+
+def columns(hours) -> list[tuple[float, float]]:
+    """`hours(gpu, case)` of every column, H100 and H200 each."""
+    return [tuple(hours(gpu, case) for gpu in GPUS) for case in CASES]
+
+
+def add(rows) -> list[tuple[float, float]]:
+    """Column sums of `rows` (lists of `(H100, H200)` pairs)."""
+    return [tuple(map(sum, zip(*pairs, strict=True))) for pairs in zip(*rows, strict=True)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--occupancy", type=float, default=OCCUPANCY,
+        help="live rows over capacity while requests wait (measured: bench/decode.py)",
+    )  # fmt: skip
+    args = parser.parse_args()
+    estimator = Estimator(args.occupancy)
+    print(assumptions(args.occupancy))
+    summary = []
+    for recipe in recipes():
+        print(f"## {recipe.title} (GPU-hours H100 · H200)\n")
+        plans = []
+        for job in recipe.jobs:
+            sizes = [
+                "/".join(str(estimator.batch(job, gpu, d)) for d in ("reference", "speculative"))
+                for gpu in GPUS
+            ]
+            plans.append(f"{job.step} {' · '.join(sizes)}")
+        print("Batch sizes (reference/speculative, H100 · H200): " + "; ".join(plans) + "\n")
+        print(HEADER.format(first="setting | q | k | E") + "\n|" + "---|" * (4 + len(CASES)))
+        totals = []
+        for job in recipe.jobs:
+            rows = []
+            for setting in job.settings:
+                k, emitted = draft(setting) if setting.others else (0, 0.0)
+                hours = columns(partial(estimator.hours, job, setting))
+                rows.append(hours)
+                q = f"{setting.breaks:.3g}" if setting.others else "-"
+                print(f"| {job.step} {setting.name} | {q} | {k or '-'} | "
+                      f"{emitted:.2f} | " + " | ".join(map(cell, hours)) + " |")  # fmt: skip
+            totals.append((job.step, job.work, add(rows)))
+        for scoring in recipe.scoring:
+            hours = columns(partial(estimator.scoring_hours, scoring))
+            totals.append(("`score`", scoring.work, hours))
+        print("\n" + HEADER.format(first="step | work") + "\n|" + "---|" * (2 + len(CASES)))
+        for step, work, hours in totals:
+            print(f"| {step} | {work} | " + " | ".join(map(cell, hours)) + " |")
+        total = add([hours for _, _, hours in totals])
+        node = " | ".join(f"{cell(pair)}: {cell((pair[0] / 8, pair[1] / 8))} h a node" for pair in total)
+        print(f"| total | | {node} |\n")
+        summary.append((recipe.title, total))
+    print(HEADER.format(first="recipe") + "\n|" + "---|" * (1 + len(CASES)))
+    for title, total in summary:
+        print(f"| {title} | " + " | ".join(map(cell, total)) + " |")
+
+
+if __name__ == "__main__":
+    main()
