@@ -206,10 +206,11 @@ def draft(setting: Setting) -> tuple[int, float]:
 class Estimator:
     """The arithmetic of every job on both GPUs, for both decoders."""
 
-    def __init__(self, occupancy: float) -> None:
-        self.occupancy = occupancy
+    def __init__(self, occupancy: float, reference_batches: bool = False) -> None:
+        self.occupancy, self.reference_batches = occupancy, reference_batches
         self.meta: dict[str, torch.nn.Module] = {}
         self.model: dict[str, Model] = {}
+        self.plans: dict[tuple[str, str, str], int] = {}
 
     def load(self, name: str) -> torch.nn.Module:
         """`name` on the meta device, in bf16 (no weights allocated)."""
@@ -227,12 +228,18 @@ class Estimator:
 
     def batch(self, job: Job, gpu: str, decoder: str) -> int:
         """The planner's `--batch-size` for `job` on `gpu` with `decoder`."""
+        if self.reference_batches:
+            decoder = "reference"
+        key = (job.step + job.work, gpu, decoder)
+        if key in self.plans:
+            return self.plans[key]
         models = {role: self.load(name) for role, name in job.models.items()}
         plan = plan_decoding(
             models, VOCAB, max_memory=GPUS[gpu], longest=PROMPT + job.cap, prompt=PROMPT,
             batch_size=None, placement=job.placement,
             **(SPECULATIVE_MEMORY if decoder == "speculative" else {}),
         )  # fmt: skip
+        self.plans[key] = plan.batch_size
         return plan.batch_size
 
     def units(self, job: Job, batch: int, share: bool) -> list[int]:
@@ -253,7 +260,6 @@ class Estimator:
         context = PROMPT + length / 2
         primary = self.model[job.models[setting.primary]]
         others = [self.model[job.models[role]] for role in setting.others]
-        step = forward_seconds(primary, gpu, batch, context)
         k, emitted = draft(setting) if case.decoder == "speculative" else (1, 1.0)
 
         def row_steps(tokens: float) -> tuple[float, float]:
@@ -267,13 +273,16 @@ class Estimator:
         work, verified = row_steps(length)
         total = 0.0
         for size in self.units(job, batch, case.share):
-            batches, rows = -(-size // batch), min(batch, size)
+            batches = -(-size // batch)
+            rows = size / batches  # a batch's rows on average
             steps = batches * at_cap  # the reference's batches run to the cap in every case
             if case.mean and case.decoder == "speculative":  # refilled: Graham's bound
+                rows = min(batch, size)
                 steps = min(steps, size * work / (rows * self.occupancy) + at_cap)
             busy = verified / work if work else 0.0  # a row's share of verified steps
             rounds = steps / k * (1 - (1 - busy) ** rows)  # with at least one verified row
-            verify = sum(forward_seconds(m, gpu, batch, context, k) for m in others)
+            step = forward_seconds(primary, gpu, rows, context)
+            verify = sum(forward_seconds(m, gpu, rows, context, k) for m in others)
             total += steps * step + rounds * verify
         return total
 
@@ -460,8 +469,13 @@ def main() -> None:
         "--occupancy", type=float, default=OCCUPANCY,
         help="live rows over capacity while requests wait (measured: bench/decode.py)",
     )  # fmt: skip
+    parser.add_argument(
+        "--reference-batches", action="store_true",
+        help="the speculative decoder at the reference's batch sizes (what-if: no memory "
+        "reserved for its drafts and masked KV slots)",
+    )  # fmt: skip
     args = parser.parse_args()
-    estimator = Estimator(args.occupancy)
+    estimator = Estimator(args.occupancy, args.reference_batches)
     print(assumptions(args.occupancy))
     summary = []
     for recipe in recipes():
