@@ -125,6 +125,8 @@ class Job:
     """GPUs each process holds."""
     generate: bool = False
     """`generate` (units of `batch // n` prompts) rather than `cross-sample` (parts)."""
+    decoder: str | None = None
+    """The command's `--decoder` where it names one (every column then uses it)."""
 
     @property
     def responses(self) -> int:
@@ -255,35 +257,41 @@ class Estimator:
 
     def seconds(self, job: Job, setting: Setting, gpu: str, case: Case) -> float:
         """Seconds of one process decoding every unit of `setting` (GPUs held: `hours`)."""
-        batch = self.batch(job, gpu, case.decoder)
+        decoder = job.decoder or case.decoder
+        batch = self.batch(job, gpu, decoder)
         length = job.length if case.mean else job.cap
         context = PROMPT + length / 2
         primary = self.model[job.models[setting.primary]]
         others = [self.model[job.models[role]] for role in setting.others]
-        k, emitted = draft(setting) if case.decoder == "speculative" else (1, 1.0)
+        k, emitted = draft(setting) if decoder == "speculative" else (1, 1.0)
 
         def row_steps(tokens: float) -> tuple[float, float]:
             """Primary steps of a response, and those of them in rounds it is verified in."""
-            if case.decoder == "reference":  # every model, every step
+            if decoder == "reference":  # every model, every step
                 return tokens, tokens if others else 0.0
             verified = setting.verified(tokens) * k / emitted
             return verified + tokens - setting.verified(tokens), verified
 
         at_cap, _ = row_steps(job.cap)
         work, verified = row_steps(length)
+        busy = verified / work if work else 0.0  # a row's share of verified steps
+
+        def cost(steps: float, rows: float) -> float:
+            """Seconds of `steps` primary steps of `rows` rows, with a verifying forward of
+            the other models in each round that has a verified row."""
+            rounds = steps / k * (1 - (1 - busy) ** rows)
+            verify = sum(forward_seconds(m, gpu, rows, context, k) for m in others)
+            return steps * forward_seconds(primary, gpu, rows, context) + rounds * verify
+
         total = 0.0
         for size in self.units(job, batch, case.share):
             batches = -(-size // batch)
-            rows = size / batches  # a batch's rows on average
-            steps = batches * at_cap  # the reference's batches run to the cap in every case
-            if case.mean and case.decoder == "speculative":  # refilled: Graham's bound
+            seconds = cost(batches * at_cap, size / batches)  # batches run to the cap
+            if case.mean and decoder == "speculative":  # refilled: Graham's bound
                 rows = min(batch, size)
-                steps = min(steps, size * work / (rows * self.occupancy) + at_cap)
-            busy = verified / work if work else 0.0  # a row's share of verified steps
-            rounds = steps / k * (1 - (1 - busy) ** rows)  # with at least one verified row
-            step = forward_seconds(primary, gpu, rows, context)
-            verify = sum(forward_seconds(m, gpu, rows, context, k) for m in others)
-            total += steps * step + rounds * verify
+                refilled = size * work / (rows * self.occupancy) + at_cap
+                seconds = min(seconds, cost(refilled, rows))
+            total += seconds
         return total
 
     def hours(self, job: Job, setting: Setting, gpu: str, case: Case) -> float:
@@ -383,10 +391,10 @@ def recipes() -> list[Recipe]:
             Job("`generate`", "4,240 responses of SimpleRL-32B", {"base": "Qwen2.5-32B"},
                 {"base": "cuda:0"}, [Setting("rl", "base")], 530, 8, 8000, 8000, 8, 1,
                 generate=True),
-            Job("`cross-sample`", "base and rast x 4,240", rast_models,
+            Job("`cross-sample` (`--decoder reference`)", "base and rast x 4,240", rast_models,
                 {"base": "cuda:0", "rast_base": "cuda:1", "rast_rl": "cuda:1"},
                 [Setting("base", "base"), Setting("rast", "base", small, 1.0)],
-                530, 8, 8000, 8000, 4, 2),
+                530, 8, 8000, 8000, 4, 2, decoder="reference"),
             Job("`--delta-alignment`", "2 x 100 responses, four models", {**pair32, **rast_models},
                 {"base": "cuda:0", "rl": "cuda:1", "rast_base": "cuda:2", "rast_rl": "cuda:2"},
                 [Setting("base", "base", ("rl", *small), 0.0),
