@@ -22,7 +22,6 @@ A cell reads `H100 · H200` GPU-hours. Four estimates per step:
 from __future__ import annotations
 
 import argparse
-import math
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -312,142 +311,176 @@ class Estimator:
 
 
 def recipes() -> list[Recipe]:
-    """The four recipes of docs/recipes.md, their commands as settings."""
-    forward_rate = DAPO_FORWARD[1]
-    reverse_rate = DAPO_REVERSE[1]
+    """The four recipes of docs/recipes.md, their commands as jobs and settings."""
     grid = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, -1)
-    pair32 = {"base": "Qwen2.5-32B", "rl": "Qwen2.5-32B"}
-    two = {"base": "cuda:0", "rl": "cuda:1"}
-    one = {"base": "cuda:0", "rl": "cuda:0"}
+    alone = {"base": "cuda:0"}
+    one_gpu = {"base": "cuda:0", "rl": "cuda:0"}
+    two_gpus = {"base": "cuda:0", "rl": "cuda:1"}
     controls = [Setting("base", "base"), Setting("rl", "rl")]
 
     def sweep(name: str, primary: str, other: str, rate: float) -> list[Setting]:
+        """`name` at every budget of the grid, breaking drafts at the effective `rate`."""
         s = rate * SIMPLERL_ALL_PER_EFFECTIVE
         return [Setting(f"{name} {b}", primary, (other,), rate, s, b) for b in grid]
 
-    dapo_length = DAPO_FORWARD[0] / DAPO_FORWARD[1]
-    dapo_reverse_length = DAPO_REVERSE[0] / DAPO_REVERSE[1]
-    core = Recipe(
+    forward_length = DAPO_FORWARD[0] / DAPO_FORWARD[1]
+    reverse_length = DAPO_REVERSE[0] / DAPO_REVERSE[1]
+    pair32 = {"base": "Qwen2.5-32B", "rl": "Qwen2.5-32B"}
+    core = dict(prompts=30, n=32, cap=8000)
+    sparse = Recipe(
         "1. Sparse but Critical",
         [
-            Job("`generate`", "960 responses of DAPO", {"base": "Qwen2.5-32B"},
-                {"base": "cuda:0"}, [Setting("rl", "base")], 30, 32, 8000,
-                dapo_reverse_length, 8, 1, generate=True),
-            Job("`cross-sample` forward", "2 controls + 11 budgets x 960", pair32, two,
-                controls + sweep("forward", "base", "rl", forward_rate), 30, 32, 8000,
-                dapo_length, 4, 2),
-            Job("`cross-sample` reverse", "the same", pair32, two,
-                controls + sweep("reverse", "rl", "base", reverse_rate), 30, 32, 8000,
-                dapo_reverse_length, 4, 2),
-        ],  # fmt: skip
-        [Scoring("960 responses, 2 GPUs", ("Qwen2.5-32B", "Qwen2.5-32B"), 960, 8000,
-                 dapo_reverse_length, 2)],  # fmt: skip
-    )
+            Job(
+                "`generate`", "960 responses of DAPO", {"base": "Qwen2.5-32B"}, alone,
+                [Setting("rl", "base")], **core, length=reverse_length, processes=8, gpus=1,
+                generate=True,
+            ),
+            Job(
+                "`cross-sample` forward", "2 controls + 11 budgets x 960", pair32, two_gpus,
+                controls + sweep("forward", "base", "rl", DAPO_FORWARD[1]), **core,
+                length=forward_length, processes=4, gpus=2,
+            ),
+            Job(
+                "`cross-sample` reverse", "the same", pair32, two_gpus,
+                controls + sweep("reverse", "rl", "base", DAPO_REVERSE[1]), **core,
+                length=reverse_length, processes=4, gpus=2,
+            ),
+        ],
+        [Scoring("960 responses, 2 GPUs", ("Qwen2.5-32B",) * 2, 960, 8000, reverse_length, 2)],
+    )  # fmt: skip
     guided = {"base": "Qwen3-0.6B", "rl": "Qwen3-8B"}
+    small = {"base": "Qwen3-0.6B"}
+    takeover_settings = [
+        *controls,
+        *(Setting(f"gated {r}", "base", ("rl",), r) for r in (0.02, 0.04, 0.08, 0.13)),
+        Setting("entropy 0.04", "base", ("rl",), 0.04),
+        Setting("random 0.25", "base", ("rl",), 0.25),
+        Setting("early 0.25", "base", ("rl",), 1.0, verified_share=0.25),
+        Setting("early's base pass", "base"),
+    ]
+    uncapped = dict(cap=8000, length=8000, processes=8, gpus=1)
     takeover = Recipe(
         "2. Decision-token takeover",
         [
-            Job("`generate` calibration", "240 responses of the 0.6B base", {"base": "Qwen3-0.6B"},
-                {"base": "cuda:0"}, [Setting("base", "base")], 60, 4, 8000, 8000, 8, 1,
-                generate=True),
-            Job("`generate` base, thinking", "2 x 4,480 responses of a 0.6B",
-                {"base": "Qwen3-0.6B"}, {"base": "cuda:0"},
-                [Setting("base", "base"), Setting("thinking", "base")], 560, 8, 8000, 8000, 8,
-                1, generate=True),
-            Job("`cross-sample`", "controls, 4 gates, entropy, random, early (+ its base pass)",
-                guided, one,
-                [*controls, *(Setting(f"gated {r}", "base", ("rl",), r)
-                              for r in (0.02, 0.04, 0.08, 0.13)),
-                 Setting("entropy 0.04", "base", ("rl",), 0.04),
-                 Setting("random 0.25", "base", ("rl",), 0.25),
-                 Setting("early 0.25", "base", ("rl",), 1.0, verified_share=0.25),
-                 Setting("early's base pass", "base")],
-                560, 8, 8000, 8000, 8, 1),
-        ],  # fmt: skip
+            Job(
+                "`generate` calibration", "240 responses of the 0.6B base", small, alone,
+                [Setting("base", "base")], prompts=60, n=4, **uncapped, generate=True,
+            ),
+            Job(
+                "`generate` base, thinking", "2 x 4,480 responses of a 0.6B", small, alone,
+                [Setting("base", "base"), Setting("thinking", "base")], prompts=560, n=8,
+                **uncapped, generate=True,
+            ),
+            Job(
+                "`cross-sample`", "controls, 4 gates, entropy, random, early (+ its base pass)",
+                guided, one_gpu, takeover_settings, prompts=560, n=8, **uncapped,
+            ),
+        ],
         [Scoring("240 + 4,480 responses", ("Qwen3-0.6B", "Qwen3-8B"), 4720, 8000, 8000, 1)],
-    )
+    )  # fmt: skip
     twins = {"base": "Qwen3-4B", "rl": "Qwen3-4B"}
+    replace_settings = [
+        *controls,
+        Setting("forced base", "base"),
+        *(
+            Setting(name, "base", ("rl",), RL_REPLACE_RATE)
+            for name in ("rl-replace", "base-greedy", "forced rl-replace")
+        ),
+        Setting("mixture", "base", ("rl",), 1.0),
+    ]
+    sixteen = dict(prompts=120, n=16, cap=8192, length=8192, processes=8, gpus=1)
     replace = Recipe(
         "3. rl-replace",
         [
-            Job("`cross-sample`", "3 one-model controls, 4 two-model settings x 1,920", twins,
-                one,
-                [*controls, Setting("forced base", "base"),
-                 *(Setting(name, "base", ("rl",), RL_REPLACE_RATE)
-                   for name in ("rl-replace", "base-greedy", "forced rl-replace")),
-                 Setting("mixture", "base", ("rl",), 1.0)],
-                120, 16, 8192, 8192, 8, 1),
-            Job("`generate`", "1,920 responses of the 4B", {"base": "Qwen3-4B"},
-                {"base": "cuda:0"}, [Setting("rl", "base")], 120, 16, 8192, 8192, 8, 1,
-                generate=True),
-        ],  # fmt: skip
-        [Scoring("1,920 responses", ("Qwen3-4B", "Qwen3-4B"), 1920, 8192, 8192, 1)],
-    )
-    rast_models = {"base": "Qwen2.5-32B", "rast_base": "Qwen2.5-7B", "rast_rl": "Qwen2.5-7B"}
-    small = ("rast_base", "rast_rl")
+            Job(
+                "`cross-sample`", "3 one-model controls, 4 two-model settings x 1,920", twins,
+                one_gpu, replace_settings, **sixteen,
+            ),
+            Job(
+                "`generate`", "1,920 responses of the 4B", {"base": "Qwen3-4B"}, alone,
+                [Setting("rl", "base")], **sixteen, generate=True,
+            ),
+        ],
+        [Scoring("1,920 responses", ("Qwen3-4B",) * 2, 1920, 8192, 8192, 1)],
+    )  # fmt: skip
+    steered = {"base": "Qwen2.5-32B", "rast_base": "Qwen2.5-7B", "rast_rl": "Qwen2.5-7B"}
+    pair = ("rast_base", "rast_rl")
+    four = ("rl", *pair)
+    rast_runs = dict(cap=8000, length=8000)
     rast = Recipe(
         "4. RAST",
         [
-            Job("`generate`", "4,240 responses of SimpleRL-32B", {"base": "Qwen2.5-32B"},
-                {"base": "cuda:0"}, [Setting("rl", "base")], 530, 8, 8000, 8000, 8, 1,
-                generate=True),
-            Job("`cross-sample` (`--decoder reference`)", "base and rast x 4,240", rast_models,
+            Job(
+                "`generate`", "4,240 responses of SimpleRL-32B", {"base": "Qwen2.5-32B"},
+                alone, [Setting("rl", "base")], prompts=530, n=8, **rast_runs, processes=8,
+                gpus=1, generate=True,
+            ),
+            Job(
+                "`cross-sample` (`--decoder reference`)", "base and rast x 4,240", steered,
                 {"base": "cuda:0", "rast_base": "cuda:1", "rast_rl": "cuda:1"},
-                [Setting("base", "base"), Setting("rast", "base", small, 1.0)],
-                530, 8, 8000, 8000, 4, 2, decoder="reference"),
-            Job("`--delta-alignment`", "2 x 100 responses, four models", {**pair32, **rast_models},
+                [Setting("base", "base"), Setting("rast", "base", pair, 1.0)], prompts=530,
+                n=8, **rast_runs, processes=4, gpus=2, decoder="reference",
+            ),
+            Job(
+                "`--delta-alignment`", "2 x 100 responses, four models", {**pair32, **steered},
                 {"base": "cuda:0", "rl": "cuda:1", "rast_base": "cuda:2", "rast_rl": "cuda:2"},
-                [Setting("base", "base", ("rl", *small), 0.0),
-                 Setting("rast", "base", ("rl", *small), 1.0)],
-                100, 1, 8000, 8000, 2, 4),
-        ],  # fmt: skip
-        [Scoring("4,240 responses, 2 GPUs", ("Qwen2.5-32B", "Qwen2.5-32B"), 4240, 8000, 8000, 2)],
-    )
-    return [core, takeover, replace, rast]
+                [Setting("base", "base", four, 0.0), Setting("rast", "base", four, 1.0)],
+                prompts=100, n=1, **rast_runs, processes=2, gpus=4,
+            ),
+        ],
+        [Scoring("4,240 responses, 2 GPUs", ("Qwen2.5-32B",) * 2, 4240, 8000, 8000, 2)],
+    )  # fmt: skip
+    return [sparse, takeover, replace, rast]
 
 
 def assumptions(occupancy: float) -> str:
     """What the estimates assume, printed above the tables."""
+    forward, reverse = DAPO_FORWARD, DAPO_REVERSE
+    lf, lr, ratio = forward[0] / forward[1], reverse[0] / reverse[1], SIMPLERL_ALL_PER_EFFECTIVE
     return f"""\
 Assumptions (every number below follows from these and the memory plans):
 - Batch sizes: the planner's (`divscope.memory_plan.plan_decoding`, the GPU's whole memory,
   prompts of {PROMPT} tokens, responses at the cap), for each decoder: the speculative one
-  reserves its draft statistics and masked KV slots ({SPECULATIVE_MEMORY}), so it plans fewer rows.
+  reserves its drafts' statistics and masked KV slots ({SPECULATIVE_MEMORY}),
+  so it plans fewer rows.
 - A forward takes the larger of: weights + rows x context x KV per token read at
-  {READ_SHARE} of the HBM bandwidth (3.35 TB/s H100, 4.8 TB/s H200); 2 FLOPs per parameter and
-  token plus attention at {COMPUTE_SHARE} of the {PEAK / 1e12:.0f} TFLOP/s peak; {LAUNCH_FLOOR * 1e3} ms per layer.
-  The context is the prompt plus half the response (the cap's, or the mean length's). Models on
-  two GPUs are counted one after the other (an upper bound).
+  {READ_SHARE} of the HBM bandwidth (3.35 TB/s H100, 4.8 TB/s H200); 2 FLOPs per parameter
+  and position plus attention at {COMPUTE_SHARE} of the {PEAK / 1e12:.0f} TFLOP/s peak;
+  {LAUNCH_FLOOR * 1e3} ms per layer. The context is the prompt plus half the response (the cap's,
+  or the mean length's). Models on two GPUs are counted one after the other (an upper bound).
 - Reference decoder: every model forwards every step; a batch runs to the cap; a unit (a
   cross-sample part of {PART_ROWS} responses; a generate call of batch // n prompts) takes
   ceil(unit / batch) batches.
-- Speculative rounds: k primary steps, then one forward of each other model over the k drafted
-  positions of the verified rows, counted as one step of that model (its KV read once; the FLOPs
-  of k positions). A round emits E = (1 - (1 - q)^k) / q tokens per verified row; k is the
-  decoder's own choice (`draft_length`) at the break rate q. q: the core paper's effective
-  switch rates, {DAPO_FORWARD[1]:.1%} of tokens forward and {DAPO_REVERSE[1]:.1%} reverse (Table 1, AIME 2024, DAPO);
-  rl-replace's {RL_REPLACE_RATE:.0%} of tokens replaced (also for base-greedy); the calibrated rate r for the
-  gates and rho for `random` (every switch counted as a break: an upper bound); q = 1 (k = 1)
-  for policies that switch at every step (`rast`, `mixture`, `early` while it writes); q = 0
-  for `--delta-alignment`'s base rows (no switch; every step verified).
+- Speculative rounds: k primary steps, then one forward of each other model over the k
+  drafted positions of the verified rows, counted as one step of that model (its KV read
+  once; the FLOPs of k positions). A round emits E = (1 - (1 - q)^k) / q tokens per verified
+  row; k is the decoder's own choice (`draft_length`) at the break rate q. q: the core
+  paper's effective switch rates, {forward[1]:.1%} of tokens forward and {reverse[1]:.1%} reverse
+  (Table 1, AIME 2024, DAPO); rl-replace's {RL_REPLACE_RATE:.0%} of tokens replaced (also for
+  base-greedy); the calibrated rate r for the gates and rho for `random` (every switch a
+  break: an upper bound); q = 1 (k = 1) for policies that switch at every step (`rast`,
+  `mixture`, `early` while it writes); q = 0 for `--delta-alignment`'s base rows.
 - Budgets: a row needs the other models until it has made b switches; switches, identity
-  swaps included, come at s = {SIMPLERL_ALL_PER_EFFECTIVE:.2f} x the effective rate (the core paper's SimpleRL
-  row: 75 switches for 38 effective); then the primary decodes it alone. Budget 0 and the
-  controls never use the other models. A round pays the verifying forward while any row of the
-  batch is verified (rows at independent points of their responses), at the whole batch's KV.
+  swaps included, come at s = {ratio:.2f} x the effective rate (the core paper's
+  SimpleRL row: 75 switches for 38 effective); then the primary decodes it alone. Budget 0
+  and the controls never use the other models. A round pays the verifying forward while any
+  row of the batch is verified (rows at independent points of their responses).
 - To the cap: every response runs to the cap, the rows of a batch in lockstep.
-- Mean length: responses average L (the core paper: {DAPO_FORWARD[0]} effective switches at {DAPO_FORWARD[1]:.1%} of the
-  tokens, L = {DAPO_FORWARD[0] / DAPO_FORWARD[1]:,.0f} forward; {DAPO_REVERSE[0]} at {DAPO_REVERSE[1]:.1%}, L = {DAPO_REVERSE[0] / DAPO_REVERSE[1]:,.0f} reverse, also for DAPO's own
-  responses; the cap where a paper gives no length); finished rows are refilled within a
-  unit, occupancy {occupancy:.3f} while requests wait (1 - REFILL_AT / 2 unless measured); a unit's
-  steps are at most work / (rows x occupancy) + one response at the cap (Graham's bound of list
-  scheduling: the last row may start last and run to the cap), and at most its to-the-cap steps.
-- Units: {PART_ROWS} responses (a cross-sample part; a generate call), or each process's whole share
-  of a setting (the last column).
-- Scoring (not changed by the decoder): FLOPs per token and model at {COMPUTE_SHARE} of the peak plus the
-  statistics' {SCORING_BUFFERS} float32 [rows, V] buffers written and read once per token; every
-  response at the cap (or its mean length). Grading (CPU) is not counted.
+- Mean length: responses average L (the core paper: {forward[0]} effective switches at
+  {forward[1]:.1%} of the tokens, L = {lf:,.0f} forward; {reverse[0]} at {reverse[1]:.1%},
+  L = {lr:,.0f} reverse, also for DAPO's own responses; the cap where a paper
+  gives no length); finished rows are refilled within a unit, occupancy {occupancy:.3f} while
+  requests wait (1 - REFILL_AT / 2 unless measured); a unit's steps are at most its work
+  over the rows / occupancy + one response at the cap (Graham's bound of list scheduling:
+  the last row may start last and run to the cap), and at most its steps to the cap.
+- Units: a cross-sample part of {PART_ROWS} responses, a generate call of batch // n prompts,
+  or (the last column) each process's whole share of a setting.
+- Scoring (not changed by the decoder): FLOPs per token and model at {COMPUTE_SHARE} of the
+  peak plus the statistics' {SCORING_BUFFERS} float32 [rows, V] buffers written and read once per
+  token; every response at the cap (or its mean length). Grading (CPU) is not counted.
 """
+
+
 HEADER = "| {first} | " + " | ".join(case.title for case in CASES) + " |"
 
 
@@ -515,8 +548,8 @@ def main() -> None:
         for step, work, hours in totals:
             print(f"| {step} | {work} | " + " | ".join(map(cell, hours)) + " |")
         total = add([hours for _, _, hours in totals])
-        node = " | ".join(f"{cell(pair)}: {cell((pair[0] / 8, pair[1] / 8))} h a node" for pair in total)
-        print(f"| total | | {node} |\n")
+        node = [f"{cell(pair)}: {cell((pair[0] / 8, pair[1] / 8))} h a node" for pair in total]
+        print(f"| total | | {' | '.join(node)} |\n")
         summary.append((recipe.title, total))
     print(HEADER.format(first="recipe") + "\n|" + "---|" * (1 + len(CASES)))
     for title, total in summary:
