@@ -2,20 +2,23 @@
 
     python bench/recipe_hours.py                    # the Time tables of docs/recipes.md
     python bench/recipe_hours.py --occupancy 0.9    # a measured occupancy instead of the assumed
+    python bench/recipe_hours.py --reference-batches  # what-if: no memory reserved for drafts
 
 No GPU and no download: arithmetic on divscope's memory plans (`divscope.memory_plan`, models
 built on the meta device from the real configs, as `bench/memory.py`) and on the speculative
 decoder's own choice of draft length (`divscope.decoding.speculative.draft_length`). The
-assumptions are printed above the tables (`assumptions`); the paper's numbers that feed them
-are the constants below.
+assumptions are printed above the tables (`assumptions`); the papers' numbers that feed them
+are the constants below. About 4 s of CPU, most of it importing torch and transformers.
 
-A cell reads `H100 · H200` GPU-hours. Four estimates per step:
+A cell reads `H100 · H200` GPU-hours, for each step and each setting, in five columns:
 
 - reference, to the cap: `--decoder reference`, every batch runs to the length cap (the
   estimates docs/recipes.md gave before the speculative decoder);
+- reference, mean length: the same batches, responses of the paper's mean length (a batch
+  still runs until its longest response, taken at the cap);
 - speculative, to the cap: every response runs to the cap (the upper estimate);
 - speculative, mean length: responses average the paper's mean length (the cap where the
-  paper gives none), in units of 64 responses (a cross-sample part, `PART_ROWS`);
+  paper gives none), finished rows refilled within units of 64 responses (`PART_ROWS`);
 - the same with units of each process's whole share of a setting (what larger units give).
 """
 
@@ -210,7 +213,7 @@ class Estimator:
     def __init__(self, occupancy: float, reference_batches: bool = False) -> None:
         self.occupancy, self.reference_batches = occupancy, reference_batches
         self.meta: dict[str, torch.nn.Module] = {}
-        self.model: dict[str, Model] = {}
+        self._facts: dict[str, Model] = {}
         self.plans: dict[tuple[str, str, str], int] = {}
 
     def load(self, name: str) -> torch.nn.Module:
@@ -220,12 +223,17 @@ class Estimator:
             with torch.device("meta"):
                 model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
             self.meta[name] = model
-            self.model[name] = Model(
+            self._facts[name] = Model(
                 weight_bytes(model), kv_bytes_per_token(model, 2), config.num_hidden_layers,
                 config.num_attention_heads * (getattr(config, "head_dim", None) or
                                               config.hidden_size // config.num_attention_heads),
             )  # fmt: skip
         return self.meta[name]
+
+    def facts(self, name: str) -> Model:
+        """What a forward of `name` reads and computes."""
+        self.load(name)
+        return self._facts[name]
 
     def batch(self, job: Job, gpu: str, decoder: str) -> int:
         """The planner's `--batch-size` for `job` on `gpu` with `decoder`."""
@@ -260,8 +268,8 @@ class Estimator:
         batch = self.batch(job, gpu, decoder)
         length = job.length if case.mean else job.cap
         context = PROMPT + length / 2
-        primary = self.model[job.models[setting.primary]]
-        others = [self.model[job.models[role]] for role in setting.others]
+        primary = self.facts(job.models[setting.primary])
+        others = [self.facts(job.models[role]) for role in setting.others]
         k, emitted = draft(setting) if decoder == "speculative" else (1, 1.0)
 
         def row_steps(tokens: float) -> tuple[float, float]:
@@ -305,7 +313,7 @@ class Estimator:
         sequence = PROMPT + length
         per_token = sum(
             (m.weights + 2 * m.layers * m.query * sequence) / (COMPUTE_SHARE * PEAK)
-            for m in (self.model[name] for name in scoring.models)
+            for m in map(self.facts, scoring.models)
         ) + SCORING_BUFFERS * 4 * VOCAB * 2 / (READ_SHARE * BANDWIDTH[gpu])
         return scoring.responses * sequence * per_token * scoring.gpus / 3600
 
