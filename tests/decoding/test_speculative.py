@@ -22,7 +22,7 @@ from divscope.decoding.lockstep import DecodeConfig, DecodeStats, decode
 from divscope.decoding.policies import STRATA, Early, Policy, RandomEffective
 from divscope.decoding.randomness import Stream, inverse_cdf, uniforms
 from divscope.scoring.metrics import StatsConfig, truncate, truncated_js
-from tests.decoding.helpers import assert_same_decodes
+from tests.decoding.helpers import assert_same_decodes, twin
 from tests.tinymodels import make_model
 
 LAB = Path(__file__).resolve().parents[2] / "fixtures" / "lab"
@@ -126,7 +126,7 @@ class Setting:
         """Every prompt's samples at each budget (the policy's: `BUDGETS` where budgeted), with
         what the policy needs: map steps, forward's effective counts, early's share."""
         mapped = getattr(policy, "map_table", None) is not None
-        steps = self.config.max_new_tokens
+        steps = self.config.max_new_tokens or 64
         requests = [
             Request(
                 prompt_id,
@@ -174,6 +174,18 @@ def tiny(twin_pair) -> Setting:
     return Setting(
         models, prompts, 2, config, vocab=44, eos_ids=(6, 36), pad_id=0, cases=TINY_CASES
     )
+
+
+@pytest.fixture(scope="module")
+def qwen2_short() -> Setting:
+    """A Qwen2 `twin` pair (attention biases) with a context of 24 tokens and no
+    --max-new-tokens: each prompt's length cap is what its context leaves (15 to 23 tokens)."""
+    prompts = {f"p{i}": tuple(range(5 + i, 5 + i + n)) for i, n in enumerate((1, 3, 6, 2, 9, 4))}
+    config = DecodeConfig(StatsConfig(top_p=0.7), batch_size=5, seed=7)
+    return Setting(
+        twin("qwen2", seed=4, max_positions=24), prompts, 2, config, vocab=44, eos_ids=(6, 36),
+        pad_id=0, cases=TINY_CASES,
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -233,6 +245,15 @@ def test_speculative_decodes_as_the_reference_on_tiny_pairs(tiny, case):
 def test_the_tiny_rows_end_at_many_steps(tiny):
     lengths = [len(d.response_ids) for d in tiny.run("forward").decoded["reference"]]
     assert len(set(lengths)) > 5 and max(lengths) == tiny.config.max_new_tokens
+
+
+@pytest.mark.parametrize("case", ["forward", "reverse-tail", "gated-budget-sweep", "rl-replace"])
+def test_speculative_decodes_as_the_reference_at_each_prompts_length_cap(qwen2_short, case):
+    run = qwen2_short.run(case)
+    _assert_exercised(case, run)
+    lengths = {len(d.response_ids) for d in run.decoded["reference"] if not d.finished}
+    assert len(lengths) > 2  # rows cut at different caps
+    assert_same_decodes(run.decoded["speculative"], run.decoded["reference"], case, run.requests)
 
 
 @pytest.mark.parametrize(
