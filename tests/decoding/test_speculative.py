@@ -21,6 +21,7 @@ from divscope.decoding import POLICIES, Decoded, Request, build_policy
 from divscope.decoding.lockstep import DecodeConfig, DecodeStats, decode
 from divscope.decoding.policies import STRATA, Early, Policy, RandomEffective
 from divscope.decoding.randomness import Stream, inverse_cdf, uniforms
+from divscope.decoding.speculative import DRAFT_LENGTHS
 from divscope.scoring.metrics import StatsConfig, truncate, truncated_js
 from tests.decoding.helpers import assert_same_decodes, twin
 from tests.tinymodels import make_model
@@ -63,6 +64,11 @@ def _cases(eps: float, ce: float, entropy: float) -> dict[str, tuple[str, dict[s
         "base-greedy": ("base-greedy", {}),
         "mixture": ("mixture", {"alpha": 0.5}),
         "rast": ("rast", {"lam": 1.5}),
+        # policies that sample at their own temperature and top-p (not the run's)
+        "base-own-sampling": ("base", {"temperature": 0.6, "top_p": 0.95}),
+        "rl-own-sampling": ("rl", {"temperature": 1.3}),
+        "mixture-own-sampling": ("mixture", {"alpha": 0.5, "temperature": 0.6, "top_p": 0.95}),
+        "rl-replace-own-sampling": ("rl-replace", {"temperature": 1.2, "top_p": 0.8}),
     }
 
 
@@ -70,7 +76,9 @@ TINY_CASES = _cases(eps=0.3, ce=2.8, entropy=0.6)  # the twin pair's medians at 
 LAB_CASES = _cases(eps=0.02, ce=0.001, entropy=0.001)
 LAB_DEFAULT = {"forward", "reverse-map", "gated", "rl-replace", "rast"}
 """The lab's cases in the default tier (each exercised); the others are `slow`."""
-SWITCHES_EVERYWHERE = {"rl", "early", "early-share", "mixture", "rast"}
+CONTROLS = {"base", "rl", "base-own-sampling", "rl-own-sampling"}
+"""The single-model cases: no intervener, no switch."""
+SWITCHES_EVERYWHERE = {"early", "early-share", "mixture", "mixture-own-sampling", "rast"}
 """Cases whose switches do not depend on a step's statistics (every step, or a whole response)."""
 
 
@@ -96,6 +104,7 @@ class Setting:
     eos_ids: tuple[int, ...]
     pad_id: int
     cases: Mapping[str, tuple[str, dict[str, Any]]]
+    suppressed: tuple[int, ...] = ()
     runs: dict[str, Run] = field(default_factory=dict)
 
     def decode(
@@ -105,7 +114,7 @@ class Setting:
         stats = DecodeStats()
         decoded = decode(
             self.models, requests, policy, replace(config, decoder=decoder), vocab=self.vocab,
-            eos_ids=self.eos_ids, pad_id=self.pad_id, stats=stats,
+            eos_ids=self.eos_ids, pad_id=self.pad_id, suppressed=self.suppressed, stats=stats,
         )  # fmt: skip
         return decoded, stats
 
@@ -179,13 +188,16 @@ def tiny(twin_pair) -> Setting:
 
 @pytest.fixture(scope="module")
 def qwen2_short() -> Setting:
-    """A Qwen2 `twin` pair (attention biases) with a context of 24 tokens and no
-    --max-new-tokens: each prompt's length cap is what its context leaves (15 to 23 tokens)."""
-    config = DecodeConfig(StatsConfig(top_p=0.7), batch_size=5, seed=7)
+    """A Qwen2 `twin` pair (attention biases) with eager attention (the decoder adds its
+    masks), a context of 24 tokens and no --max-new-tokens (each prompt's length cap is what
+    its context leaves, 15 to 23 tokens), sampled at temperature 0.8, top-p 0.9."""
+    models = twin("qwen2", seed=4, max_positions=24)
+    for model in models.values():
+        model.set_attn_implementation("eager")
+    config = DecodeConfig(StatsConfig(top_p=0.9, temperature=0.8), batch_size=5, seed=7)
     return Setting(
-        twin("qwen2", seed=4, max_positions=24), TINY_PROMPTS, 2, config, vocab=44, eos_ids=(6, 36),
-        pad_id=0, cases=TINY_CASES,
-    )  # fmt: skip
+        models, TINY_PROMPTS, 2, config, vocab=44, eos_ids=(6, 36), pad_id=0, cases=TINY_CASES
+    )
 
 
 @pytest.fixture(scope="module")
@@ -221,7 +233,7 @@ def _assert_exercised(case: str, run: Run) -> None:
     """The reference run is no degenerate case: a policy with an intervener switches, budgets
     bind, and a gate leaves some steps alone."""
     decoded = run.decoded["reference"]
-    if case in ("base", "rl"):
+    if case in CONTROLS:
         return
     assert sum(d.n_switches for d in decoded) > 0, case
     at_one = [d for r, d in zip(run.requests, decoded, strict=True) if r.budget == 1]
@@ -248,6 +260,7 @@ def test_the_tiny_rows_end_at_many_steps(tiny):
 
 @pytest.mark.parametrize("case", ["forward", "reverse-tail", "gated-budget-sweep", "rl-replace"])
 def test_speculative_decodes_as_the_reference_at_each_prompts_length_cap(qwen2_short, case):
+    assert qwen2_short.models["base"].config._attn_implementation == "eager"
     run = qwen2_short.run(case)
     _assert_exercised(case, run)
     lengths = {len(d.response_ids) for d in run.decoded["reference"] if not d.finished}
@@ -268,7 +281,9 @@ def test_speculative_decodes_as_the_reference_on_the_lab(lab, case):
 @pytest.mark.parametrize("case", TINY_CASES)
 def test_decode_stats(tiny, case):
     """The counters of both decoders: the speculative one forwards the intervener at most as
-    often as the reference; occupancy in (0, 1]; every emitted token counted."""
+    often as the reference; occupancy in (0, 1]; every emitted token counted; and the
+    speculative rounds did run (no fallback to the reference): drafts were verified, except
+    in the single-model controls, which never run another model."""
     run = tiny.run(case)
     reference, speculative = run.stats["reference"], run.stats["speculative"]
     assert speculative.intervener_forwards <= reference.intervener_forwards, case
@@ -277,7 +292,11 @@ def test_decode_stats(tiny, case):
         assert stats.emitted == emitted, (case, decoder)
         assert stats.steps > 0 and 0 < stats.occupancy <= 1, (case, decoder, stats)
         assert 0 <= stats.intervener_forwards <= stats.intervener_tokens, (case, decoder, stats)
-    assert 0 <= speculative.draft <= tiny.config.max_new_tokens, case
+    assert reference.draft == 0, case
+    if case in CONTROLS:
+        assert speculative.draft == 0 and speculative.intervener_forwards == 0, case
+    else:
+        assert 1 <= speculative.draft <= max(DRAFT_LENGTHS), (case, speculative)
 
 
 @pytest.mark.parametrize(
@@ -312,7 +331,7 @@ def test_delta_alignment_records_the_same(tiny, case):
     name, params = tiny.cases[case]
     policy = build_policy(name, **params)
     config = replace(tiny.config, delta_alignment=True)
-    run = tiny.both(policy, tiny.requests(policy, budgets=(1, -1)), config)
+    run = tiny.both(policy, tiny.requests(policy, budgets=(0, 1, -1)), config)
     reference = run.decoded["reference"]
     assert all(d.delta_cosine is not None for d in reference)
     assert_same_decodes(run.decoded["speculative"], reference, case, run.requests)
@@ -322,16 +341,16 @@ def test_delta_alignment_records_the_same(tiny, case):
     "case", ["forward", "reverse-entropy-matched", "gated-budget-sweep", "mixture"]
 )
 def test_outputs_do_not_depend_on_which_requests_share_a_batch(tiny, case):
-    """Batches of 1, 3 and 7, and the requests shuffled: each request's response is the
-    reference's (per-row gate states, budgets and draws travel with the row when batches
-    refill)."""
+    """Batches of 1, 3, 7 and 64 (more than the requests), and the requests shuffled: each
+    request's response is the reference's (per-row gate states, budgets and draws travel with
+    the row when batches refill)."""
     name, params = tiny.cases[case]
     policy = build_policy(name, **params)
     requests = tiny.requests(policy, budgets=(0, 2, -1) if policy.budgeted else (-1,))
     want = tiny.decode(policy, requests, tiny.config, "reference")[0]
     order = list(range(len(requests)))
     random.Random(0).shuffle(order)
-    for batch_size in (1, 3, 7):
+    for batch_size in (1, 3, 7, 64):
         config = replace(tiny.config, batch_size=batch_size)
         got = tiny.decode(policy, requests, config, "speculative")[0]
         assert_same_decodes(got, want, (case, batch_size), requests)
@@ -340,6 +359,29 @@ def test_outputs_do_not_depend_on_which_requests_share_a_batch(tiny, case):
     for i, decoded in zip(order, shuffled, strict=True):
         got[i] = decoded
     assert_same_decodes(got, want, (case, "shuffled"), requests)
+
+
+@pytest.mark.parametrize("max_new_tokens", [1, 2, 5])
+@pytest.mark.parametrize("case", ["forward", "gated-budget-sweep", "early"])
+def test_length_caps_shorter_than_a_draft(tiny, case, max_new_tokens):
+    """Responses capped at 1, 2 or 5 tokens: drafts cut at the cap, the same responses."""
+    name, params = tiny.cases[case]
+    policy = build_policy(name, **params)
+    config = replace(tiny.config, max_new_tokens=max_new_tokens)
+    run = tiny.both(policy, tiny.requests(policy, budgets=(1, -1)), config)
+    assert max(len(d.response_ids) for d in run.decoded["reference"]) == max_new_tokens
+    assert_same_decodes(run.decoded["speculative"], run.decoded["reference"], case, run.requests)
+
+
+@pytest.mark.parametrize("case", ["forward", "reverse-rerank", "rl-replace", "rast"])
+def test_suppressed_tokens(tiny, case):
+    """Ids no model may emit (−inf logits in every model): the same responses."""
+    common = [t for d in tiny.run("base").decoded["reference"] for t in d.response_ids]
+    banned = tuple(sorted(set(common) - set(tiny.eos_ids))[:4])
+    setting = replace(tiny, suppressed=banned, runs={})
+    run = setting.run(case)
+    assert not {t for d in run.decoded["reference"] for t in d.response_ids} & set(banned)
+    assert_same_decodes(run.decoded["speculative"], run.decoded["reference"], case, run.requests)
 
 
 @pytest.mark.parametrize("case", ["forward", "reverse"])
