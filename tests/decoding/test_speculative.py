@@ -287,6 +287,24 @@ def test_speculative_decodes_as_the_reference_on_the_lab(lab, case):
     _assert_same(case, run)
 
 
+@pytest.fixture(scope="module")
+def tiny_grid(tiny) -> Setting:
+    """The tiny pair on a larger grid: 16 prompts of 1 to 20 random tokens × 3 samples, up to
+    40 new tokens, batches of 11."""
+    pick = random.Random(0)
+    prompts = {
+        f"q{i}": tuple(pick.randrange(4, 44) for _ in range(pick.randint(1, 20))) for i in range(16)
+    }
+    config = replace(tiny.config, max_new_tokens=40, batch_size=11)
+    return replace(tiny, prompts=prompts, samples=3, config=config, runs={})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", TINY_CASES)
+def test_speculative_decodes_as_the_reference_on_a_larger_grid(tiny_grid, case):
+    _assert_same(case, tiny_grid.run(case))
+
+
 @pytest.mark.parametrize("case", TINY_CASES)
 def test_decode_stats(tiny, case):
     """The counters of both decoders: the speculative one forwards the intervener at most as
