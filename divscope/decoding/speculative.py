@@ -214,7 +214,7 @@ class _Model:
                 ids[i, width - n :] = torch.tensor(prompt[:-1])
                 mask[i, width - n :] = 1
         positions = (mask.cumsum(-1) - 1).clamp_min(0)
-        cache = new_cache(self.model, width, self.limit)
+        cache = new_cache(self.model, width, ALONE_ROUND * max(DRAFT_LENGTHS), self.limit)
         out = self.model.get_decoder()(
             input_ids=ids.to(self.device),
             attention_mask=mask.to(self.device),
