@@ -32,7 +32,6 @@ the start as two halves, each left-padded to the batch's prompt width (`divscope
 from __future__ import annotations
 
 import operator
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import partial
@@ -66,7 +65,7 @@ from divscope.models.lengths import context_length, new_token_limits
 from divscope.models.placement import on_own_gpus
 from divscope.models.threads import concurrently
 from divscope.oom import PLACEMENT_ADVICE, halving
-from divscope.progress import Progress
+from divscope.progress import Progress, note
 
 CHECK_EVERY = 8
 """Steps between two looks for finished rows (each look reads a copy made the step before)."""
@@ -277,8 +276,7 @@ def decode(
         reason = supports(used)
         if reason is not None:
             speculative = False
-            if progress:
-                print(f"the reference decoder runs: {reason}", file=sys.stderr)
+            note(f"the reference decoder runs ({reason})", enabled=progress)
     if speculative:
         with torch.inference_mode():
             return decode_unit(

@@ -72,9 +72,6 @@ ALONE_ROUND = 8
 """Steps per round when no row needs the other models (between two looks for finished rows)."""
 PRIOR_BREAKS, PRIOR_POSITIONS = 1, 16
 """The prior of the break rate (`draft_length`): one break in 16 positions."""
-REFILL_AT = 1 / 8
-"""Waiting requests join a batch once this share of its rows is free (or the queue fits): one
-prefill for several rows."""
 COMPACT_AT = 1 / 4
 """A model's cache is compacted once its masked slots exceed this share of the longest row's
 valid ones (and 16 slots)."""
@@ -214,7 +211,7 @@ class _Model:
                 ids[i, width - n :] = torch.tensor(prompt[:-1])
                 mask[i, width - n :] = 1
         positions = (mask.cumsum(-1) - 1).clamp_min(0)
-        cache = new_cache(self.model, width, self.limit)
+        cache = new_cache(self.model, width, ALONE_ROUND * max(DRAFT_LENGTHS), self.limit)
         out = self.model.get_decoder()(
             input_ids=ids.to(self.device),
             attention_mask=mask.to(self.device),
@@ -363,7 +360,7 @@ class _Unit:
     def _refill(self) -> None:
         """Waiting requests take the free rows: their prompts prefilled, their rows appended."""
         free = self.capacity - self.rows
-        if not self.queue or free < min(REFILL_AT * self.capacity, len(self.queue)) or not free:
+        if free <= 0 or not self.queue:
             return
         new = [self.queue.popleft() for _ in range(min(free, len(self.queue)))]
         self.joining = new  # in flight from here on (`_restart`)
