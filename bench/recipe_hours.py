@@ -33,7 +33,7 @@ from memory import GPUS, MODELS, VOCAB  # bench/memory.py: Qwen2.5 configs, GPU 
 from transformers import AutoModelForCausalLM, Qwen3Config
 
 from divscope.decoding.cross_sample import PART_ROWS
-from divscope.decoding.speculative import REFILL_AT, SPECULATIVE_MEMORY, draft_length
+from divscope.decoding.speculative import SPECULATIVE_MEMORY, draft_length
 from divscope.memory_plan import SCORING_BUFFERS, kv_bytes_per_token, plan_decoding, weight_bytes
 
 QWEN3 = {
@@ -63,9 +63,10 @@ PEAK, COMPUTE_SHARE = 989e12, 0.4
 """bf16 dense peak FLOP/s (H100 and H200 alike) and the share of it assumed reached."""
 PROMPT = 192
 """Prompt tokens."""
-OCCUPANCY = 1 - REFILL_AT / 2
-"""Live rows over capacity while requests wait: waiting requests join once `REFILL_AT` of the
-rows are free, so on average half that share stands empty (the prefills are not counted)."""
+OCCUPANCY = 1.0
+"""Live rows over capacity while requests wait: waiting requests take every free row each round,
+so a row that ends within a round leaves its place empty for the rest of that round only (a few
+steps of thousands); the prefills are not counted. `--occupancy` takes a measured one."""
 
 # The core paper (Table 1, AIME 2024, Qwen2.5-32B vs DAPO): effective switches per response and
 # their share of the tokens; the SimpleRL row gives the share of all switches to effective ones.
@@ -478,7 +479,7 @@ Assumptions (every number below follows from these and the memory plans):
   {forward[1]:.1%} of the tokens, L = {lf:,.0f} forward; {reverse[0]} at {reverse[1]:.1%},
   L = {lr:,.0f} reverse, also for DAPO's own responses; the cap where a paper
   gives no length); finished rows are refilled within a unit, occupancy {occupancy:.3f} while
-  requests wait (1 - REFILL_AT / 2 unless measured); a unit's steps are at most its work
+  requests wait (the prefills not counted); a unit's steps are at most its work
   over the rows / occupancy + one response at the cap (Graham's bound of list scheduling:
   the last row may start last and run to the cap), and at most its steps to the cap.
 - Units: a cross-sample part of {PART_ROWS} responses, a generate call of batch // n prompts,
@@ -494,7 +495,7 @@ HEADER = "| {first} | " + " | ".join(case.title for case in CASES) + " |"
 
 def number(hours: float) -> str:
     """GPU-hours as docs/recipes.md writes them: 1,412; 134; 1.6."""
-    return f"{hours:,.0f}" if hours >= 10 else f"{hours:.1f}"
+    return f"{hours:,.0f}" if hours >= 9.95 else f"{hours:.1f}"
 
 
 def cell(pair: tuple[float, float]) -> str:
