@@ -25,7 +25,7 @@ A cell reads `H100 · H200` GPU-hours, for each step and each setting, in five c
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import torch
@@ -75,6 +75,9 @@ DAPO_REVERSE = (173, 0.101)
 SIMPLERL_ALL_PER_EFFECTIVE = 75 / 38
 # rl-replace's paper: about 4% of the tokens replaced.
 RL_REPLACE_RATE = 0.04
+FIRST_PASS = (1, 4, 16, 64, 256, -1)
+"""The budgets of the core recipe's first pass (docs/recipes.md), with -n 8; -1 keeps the
+controls too."""
 
 
 @dataclass(frozen=True)
@@ -543,12 +546,17 @@ def main() -> None:
         for job in recipe.jobs:
             rows = []
             for setting in job.settings:
-                k, emitted = draft(setting) if setting.others else (0, 0.0)
                 hours = columns(partial(estimator.hours, job, setting))
                 rows.append(hours)
-                q = f"{setting.breaks:.3g}" if setting.others else "-"
-                print(f"| {job.step} {setting.name} | {q} | {k or '-'} | "
-                      f"{emitted:.2f} | " + " | ".join(map(cell, hours)) + " |")  # fmt: skip
+                k, emitted = draft(setting)
+                drafts = (
+                    f"{setting.breaks:.3g} | {k} | {emitted:.2f}" if setting.others else "- | - | -"
+                )
+                print(
+                    f"| {job.step} {setting.name} | {drafts} | "
+                    + " | ".join(map(cell, hours))
+                    + " |"
+                )
             totals.append((job.step, job.work, add(rows)))
         for scoring in recipe.scoring:
             hours = columns(partial(estimator.scoring_hours, scoring))
@@ -563,6 +571,40 @@ def main() -> None:
     print(HEADER.format(first="recipe") + "\n|" + "---|" * (1 + len(CASES)))
     for title, total in summary:
         print(f"| {title} | " + " | ".join(map(cell, total)) + " |")
+    print()
+    core_levers(args.occupancy)
+
+
+def core_levers(occupancy: float) -> None:
+    """The core recipe's H200-hours at the paper's mean lengths, lever by lever (what the 60
+    H200-hour target of issue 28 needs), and its first pass."""
+    core = recipes()[0]
+    mean, share = CASES[3], CASES[4]
+
+    def h200(estimator: Estimator, case: Case, reuse_controls: bool = False) -> float:
+        """H200-hours of the recipe; `reuse_controls`: the reverse run decodes no control."""
+        total = estimator.scoring_hours(core.scoring[0], "141 GB", case)
+        for job in core.jobs:
+            for setting in job.settings:
+                if reuse_controls and job is core.jobs[2] and not setting.others:
+                    continue  # the forward run's base and rl stand in
+                total += estimator.hours(job, setting, "141 GB", case)
+        return total
+
+    planned, wider = Estimator(occupancy), Estimator(occupancy, reference_batches=True)
+    print("The core recipe at the paper's mean lengths, H200-hours:")
+    print(f"- units of {PART_ROWS} responses: {number(h200(planned, mean))}")
+    print(f"- each process's share of a setting as one unit: {number(h200(planned, share))}")
+    print(f"- and the reference's batch sizes: {number(h200(wider, share))}")
+    print(f"- and the reverse run's controls not decoded again: {number(h200(wider, share, True))}")
+    first = [
+        replace(job, n=8, settings=[s for s in job.settings if s.budget in FIRST_PASS])
+        for job in core.jobs[1:]
+    ]
+    for case in (CASES[2], mean):
+        hours = [sum(planned.hours(j, s, g, case) for j in first for s in j.settings) for g in GPUS]
+        print(f"First pass (-n 8, budgets {FIRST_PASS}), cross-sampling, {case.title}: "
+              f"{cell(tuple(hours))} GPU-hours")  # fmt: skip
 
 
 if __name__ == "__main__":
