@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field, replace
-from functools import partial
+from functools import cache, partial
 
 import torch
 from memory import GPUS, MODELS, VOCAB  # bench/memory.py: Qwen2.5 configs, GPU memory
@@ -211,33 +211,30 @@ def draft(setting: Setting) -> tuple[int, float]:
     return k, (1 - (1 - q) ** k) / q if q else float(k)
 
 
+@cache
+def meta_model(name: str) -> torch.nn.Module:
+    """`name` on the meta device, in bf16 (no weights allocated)."""
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config({**MODELS, **QWEN3}[name], dtype=torch.bfloat16)
+
+
+@cache
+def facts(name: str) -> Model:
+    """What a forward of `name` reads and computes."""
+    model, config = meta_model(name), {**MODELS, **QWEN3}[name]
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    return Model(
+        weight_bytes(model), kv_bytes_per_token(model, 2), config.num_hidden_layers,
+        config.num_attention_heads * head_dim,
+    )  # fmt: skip
+
+
 class Estimator:
     """The arithmetic of every job on both GPUs, for both decoders."""
 
     def __init__(self, occupancy: float, reference_batches: bool = False) -> None:
         self.occupancy, self.reference_batches = occupancy, reference_batches
-        self.meta: dict[str, torch.nn.Module] = {}
-        self._facts: dict[str, Model] = {}
         self.plans: dict[tuple[str, str, str], int] = {}
-
-    def load(self, name: str) -> torch.nn.Module:
-        """`name` on the meta device, in bf16 (no weights allocated)."""
-        if name not in self.meta:
-            config = {**MODELS, **QWEN3}[name]
-            with torch.device("meta"):
-                model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
-            self.meta[name] = model
-            self._facts[name] = Model(
-                weight_bytes(model), kv_bytes_per_token(model, 2), config.num_hidden_layers,
-                config.num_attention_heads * (getattr(config, "head_dim", None) or
-                                              config.hidden_size // config.num_attention_heads),
-            )  # fmt: skip
-        return self.meta[name]
-
-    def facts(self, name: str) -> Model:
-        """What a forward of `name` reads and computes."""
-        self.load(name)
-        return self._facts[name]
 
     def batch(self, job: Job, gpu: str, decoder: str) -> int:
         """The planner's `--batch-size` for `job` on `gpu` with `decoder`."""
@@ -246,7 +243,7 @@ class Estimator:
         key = (job.step + job.work, gpu, decoder)
         if key in self.plans:
             return self.plans[key]
-        models = {role: self.load(name) for role, name in job.models.items()}
+        models = {role: meta_model(name) for role, name in job.models.items()}
         plan = plan_decoding(
             models, VOCAB, max_memory=GPUS[gpu], longest=PROMPT + job.cap, prompt=PROMPT,
             batch_size=None, placement=job.placement,
@@ -272,8 +269,8 @@ class Estimator:
         batch = self.batch(job, gpu, decoder)
         length = job.length if case.mean else job.cap
         context = PROMPT + length / 2
-        primary = self.facts(job.models[setting.primary])
-        others = [self.facts(job.models[role]) for role in setting.others]
+        primary = facts(job.models[setting.primary])
+        others = [facts(job.models[role]) for role in setting.others]
         k, emitted = draft(setting) if decoder == "speculative" else (1, 1.0)
 
         def row_steps(tokens: float) -> tuple[float, float]:
@@ -317,7 +314,7 @@ class Estimator:
         sequence = PROMPT + length
         per_token = sum(
             (m.weights + 2 * m.layers * m.query * sequence) / (COMPUTE_SHARE * PEAK)
-            for m in map(self.facts, scoring.models)
+            for m in map(facts, scoring.models)
         ) + SCORING_BUFFERS * 4 * VOCAB * 2 / (READ_SHARE * BANDWIDTH[gpu])
         return scoring.responses * sequence * per_token * scoring.gpus / 3600
 
