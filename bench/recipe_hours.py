@@ -199,6 +199,7 @@ def forward_seconds(model: Model, gpu: str, rows: float, context: float, positio
     KV cache: the larger of the bytes read (weights and KV) at `READ_SHARE` of the bandwidth,
     the FLOPs at `COMPUTE_SHARE` of the peak, and the launch floor."""
     read = (model.weights + rows * context * model.kv) / (READ_SHARE * BANDWIDTH[gpu])
+    # bf16: 2 bytes a parameter, so the weight bytes are the 2 FLOPs per parameter and position
     flops = rows * positions * (model.weights + 2 * model.layers * model.query * context)
     return max(read, flops / (COMPUTE_SHARE * PEAK), model.layers * LAUNCH_FLOOR)
 
