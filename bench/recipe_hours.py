@@ -469,7 +469,8 @@ Assumptions (every number below follows from these and the memory plans):
   (Table 1, AIME 2024, DAPO); rl-replace's {RL_REPLACE_RATE:.0%} of tokens replaced (also for
   base-greedy); the calibrated rate r for the gates and rho for `random` (every switch a
   break: an upper bound); q = 1 (k = 1) for policies that switch at every step (`rast`,
-  `mixture`, `early` while it writes); q = 0 for `--delta-alignment`'s base rows.
+  `mixture`, `early` while it writes: an upper bound, a switch to the drafted token keeps the
+  draft going); q = 0 for `--delta-alignment`'s base rows.
 - Budgets: a row needs the other models until it has made b switches; switches, identity
   swaps included, come at s = {ratio:.2f} x the effective rate (the core paper's
   SimpleRL row: 75 switches for 38 effective); then the primary decodes it alone. Budget 0
