@@ -512,12 +512,12 @@ class _Unit:
         r = rows.shape[0]
         flat = {m: value.transpose(0, 1).reshape(k * r, -1) for m, value in logits.items()}
         t = self.t[rows]
-        steps = (t[None, :] + torch.arange(k, device=dev)[:, None]).reshape(-1, 1)  # [k r, 1]
+        steps = t[:, None] + torch.arange(k, device=dev)  # [r, k]
         host = torch.from_numpy(self.host_t[verified])
         host_steps = (host[None, :] + torch.arange(k)[:, None]).reshape(-1)
 
         def gather(stream: Stream) -> Tensor:
-            return self.u[stream][rows].repeat(k, 1).gather(1, steps)[:, 0]  # [k r]
+            return self.u[stream][rows].gather(1, steps).transpose(0, 1).reshape(-1)  # [k r]
 
         view = StepView(
             flat, gather(Stream.SAMPLE), gather(Stream.SWITCH), sampling, host_steps,
@@ -545,14 +545,12 @@ class _Unit:
             token = torch.where(switch, grid(proposal.intervener), token)
         ahead = torch.arange(k, device=dev)
         stop = (
-            (token != drafts)
-            | torch.isin(token, self.eos)
-            | (t[:, None] + ahead + 1 >= self.limit[rows, None])
+            (token != drafts) | torch.isin(token, self.eos) | (steps + 1 >= self.limit[rows, None])
         )  # [r, k]
         accepted = torch.where(stop.any(1), stop.to(torch.int8).argmax(1) + 1, k)  # [r]
         active = ahead[None, :] < accepted[:, None]  # [r, k]
         req = self.req[rows, None].expand(r, k)
-        where = (req, t[:, None] + ahead)
+        where = (req, steps)
         if proposal.want is not None:
             switch &= active
             independent = grid(view.independent(policy.primary, policy.primary_config(view)))
