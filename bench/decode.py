@@ -51,6 +51,8 @@ TARGETS = {0: 2.0, 1: 2.0, 2: 2.0, 4: 2.0, -1: 1.5}
 """Speed-up targets by budget (issue 28, CPU); other budgets have none."""
 OCCUPANCY = 0.9
 """Occupancy target of the speculative decoder (live rows over capacity while requests wait)."""
+QUICK = dict(prompts=16, samples=2, random_requests=32, budgets=[0, 2, -1])
+"""`--quick`'s values of the options not given."""
 SMALL = dict(hidden=256, layers=4, heads=4, kv_heads=2, intermediate=1024, vocab=32_000)
 """The random pair's shape: about 20M parameters each, most of them in the two embeddings."""
 
@@ -101,13 +103,14 @@ class Setting:
 
 def random_pair(
     *, hidden: int, layers: int, heads: int, kv_heads: int, intermediate: int, vocab: int,
-    device: str = "cpu", dtype: str = "float32", noise: float = 0.04, logit_scale: float = 8.0,
-    context: int = 4096, qwen: bool = False,
+    device: str = "cpu", dtype: str = "float32", noise: float = 0.04, context: int = 4096,
+    qwen: bool = False,
 ) -> dict:  # fmt: skip
     """`{"base", "rl"}`: a random Llama (Qwen2 with `qwen`) of the given shape built on
-    `device` (no download), its output head scaled by `logit_scale` so that its logits spread
-    over several nats as a trained model's do; rl is base with every weight moved by `noise`
-    times that weight's standard deviation (seeded), so the two mostly agree."""
+    `device` (no download), its output head scaled by 128 / sqrt(hidden) (8 at hidden 256) so
+    that its logits spread over a few nats as a trained model's do, whatever the width; rl is
+    base with every weight moved by `noise` times that weight's standard deviation (seeded),
+    so the two mostly agree (0.04: forward switches at about 4% of the small pair's tokens)."""
     import torch
     from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
 
@@ -119,7 +122,7 @@ def random_pair(
     torch.manual_seed(0)
     with torch.device(device), torch.no_grad():
         base = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype)).eval()
-        base.get_output_embeddings().weight.mul_(logit_scale)
+        base.get_output_embeddings().weight.mul_(128 / math.sqrt(hidden))
         rl = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype)).eval()
         rl.load_state_dict(base.state_dict())
         generator = torch.Generator(device).manual_seed(1)
@@ -138,8 +141,8 @@ def random_requests(n: int, vocab: int, *, seed: int = 0, shortest: int = 8, lon
 
     rng = np.random.default_rng(seed)
     return [
-        Request(f"r{i}", 0, tuple(rng.integers(3, vocab, rng.integers(shortest, longest + 1))), -1)
-        for i in range(n)
+        Request(f"r{i}", 0, tuple(rng.integers(3, vocab, length).tolist()), -1)
+        for i, length in enumerate(rng.integers(shortest, longest + 1, n))
     ]
 
 
@@ -439,7 +442,7 @@ def main() -> None:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="a short run: 16 prompts x 2, 32 random requests, budgets 0 2 -1",
+        help="a short run: 16 prompts x 2, 32 random requests, budgets 0 2 -1 (unless given)",
     )
     parser.add_argument("--only", choices=["lab", "random"], help="run one part only")
     parser.add_argument("--device", default="cpu")
@@ -474,9 +477,9 @@ def main() -> None:
         help="time each decoder this many times (alternating), keep the best",
     )
     args = parser.parse_args()
-    if args.quick:
-        args.prompts, args.samples, args.random_requests = 16, 2, 32
-        args.budgets = [0, 2, -1]
+    for name, value in QUICK.items() if args.quick else ():
+        if getattr(args, name) == parser.get_default(name):  # not given: the quick value
+            setattr(args, name, value)
 
     import torch
 
