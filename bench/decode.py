@@ -454,7 +454,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=4, help="lab samples per prompt")
     parser.add_argument("--max-new-tokens", type=int, default=224, help="lab length cap")
     parser.add_argument("--rate", type=float, default=0.05, help="gated's takeover rate")
-    parser.add_argument("--random-requests", type=int, default=128)
+    parser.add_argument("--random-requests", type=int, default=64)
     parser.add_argument("--random-new-tokens", type=int, default=128)
     parser.add_argument(
         "--eos-share",
