@@ -73,9 +73,14 @@ class Run:
 class Setting:
     """One policy at one budget, decoded by both decoders."""
 
-    label: str
+    policy: str
     budget: int
     runs: dict[str, Run]
+
+    @property
+    def label(self) -> str:
+        """The policy and its budget."""
+        return f"{self.policy} {budget_text(self.budget)}"
 
     @property
     def emitted(self) -> int:
@@ -204,7 +209,7 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def compare(label, budget, models, requests, policy, config, device, repeats, **inputs) -> Setting:
+def compare(budget, models, requests, policy, config, device, repeats, **inputs) -> Setting:
     """`requests` at `budget` under `policy`, decoded by each decoder in turn, `repeats` times
     (the best wall and CPU times of each)."""
     from divscope.decoding.lockstep import DecodeStats, decode
@@ -226,7 +231,7 @@ def compare(label, budget, models, requests, policy, config, device, repeats, **
                 min(wall, best.seconds) if best else wall, min(cpu, best.cpu) if best else cpu,
                 stats, decoded,
             )  # fmt: skip
-    return Setting(label, budget, runs)
+    return Setting(policy.name, budget, runs)
 
 
 def grid(name: str, models, requests, policies, budgets, config, device, repeats, **inputs):
@@ -244,10 +249,7 @@ def grid(name: str, models, requests, policies, budgets, config, device, repeats
     settings = []
     for policy in policies:
         for budget in budgets if policy.budgeted else (-1,):
-            label = policy.name if not policy.budgeted else f"{policy.name} {budget_text(budget)}"
-            setting = compare(
-                label, budget, models, requests, policy, config, device, repeats, **inputs
-            )
+            setting = compare(budget, models, requests, policy, config, device, repeats, **inputs)
             print(line(setting), flush=True)
             settings.append(setting)
     totals(settings)
@@ -312,10 +314,41 @@ def totals(settings: list[Setting]) -> None:
     )
 
 
+def markdown(parts: dict[str, list[Setting]]) -> None:
+    """The results as the README's table: per budget (rows) and part and policy (columns),
+    the speed-up and the intervener's forwards per emitted token, reference -> speculative;
+    then the occupancy, the draft lengths and the responses that differ."""
+    columns = list(dict.fromkeys((part, s.policy) for part, ss in parts.items() for s in ss))
+    budgets = list(dict.fromkeys(s.budget for ss in parts.values() for s in ss))
+    cells = {(part, s.policy, s.budget): s for part, ss in parts.items() for s in ss}
+    print("\n| budget | " + " | ".join(f"{part}, {policy}" for part, policy in columns) + " |")
+    print("|---" * (len(columns) + 1) + "|")
+    for budget in budgets:
+        row = []
+        for part, policy in columns:
+            s = cells.get((part, policy, budget))
+            if s is None:
+                row.append("–")
+                continue
+            forwards = [s.runs[d].stats.intervener_forwards / max(s.emitted, 1) for d in DECODERS]
+            row.append(f"{s.speedup:.2f}× ({forwards[0]:.2f} → {forwards[1]:.2f})")
+        print(f"| {budget if budget >= 0 else 'unbudgeted'} | " + " | ".join(row) + " |")
+    for part, settings in parts.items():
+        occupancy = [s.runs["speculative"].stats.occupancy for s in settings]
+        draft = [s.runs["speculative"].stats.draft for s in settings]
+        differ = [s.differing() for s in settings]
+        responses = sum(len(s.runs["reference"].decoded) for s in settings)
+        print(
+            f"{part}: occupancy {min(occupancy):.0%}–{max(occupancy):.0%}, mean draft k "
+            f"{min(draft):.1f}–{max(draft):.1f}; responses that differ {sum(d for d, _ in differ)} "
+            f"of {responses} ({sum(t for _, t in differ)} in their tokens)"
+        )
+
+
 # ---------------------------------------------------------------- the two parts
 
 
-def lab_part(args) -> None:
+def lab_part(args) -> list[Setting]:
     from divscope.decoding.lockstep import DecodeConfig
     from divscope.decoding.policies import Forward, Reverse
 
@@ -335,14 +368,14 @@ def lab_part(args) -> None:
         for sample in range(args.samples)
     ]
     policies = [Forward(eps=args.eps), Reverse(eps=args.eps), gated]
-    grid(
+    return grid(
         f"lab (fixtures/lab, {args.prompts} eval prompts x {args.samples}, eps {args.eps})",
         loaded.models, requests, policies, args.budgets, config, args.device, args.repeats,
         vocab=loaded.vocab, eos_ids=loaded.stop, pad_id=loaded.pad_id, suppressed=loaded.suppressed,
     )  # fmt: skip
 
 
-def random_part(args) -> None:
+def random_part(args) -> list[Setting]:
     from divscope.decoding.lockstep import DecodeConfig
     from divscope.decoding.policies import Forward, Reverse
 
@@ -352,7 +385,7 @@ def random_part(args) -> None:
     requests = random_requests(args.random_requests, vocab)
     stops = stop_ids(vocab, args.eos_share)
     config = DecodeConfig(max_new_tokens=args.random_new_tokens, batch_size=args.batch_size)
-    grid(
+    return grid(
         f"random Llama pair ({parameters:.1f}M parameters each, float32, noise {args.noise}; "
         f"{len(stops)} stop ids, {args.eos_share:.1%} of the vocabulary)",
         models, requests, [Forward(eps=args.eps), Reverse(eps=args.eps)], args.budgets, config,
@@ -490,10 +523,12 @@ def main() -> None:
         generate_mode(args)
         return
     start = time.perf_counter()
+    parts = {}
     if args.only in (None, "lab"):
-        lab_part(args)
+        parts["lab"] = lab_part(args)
     if args.only in (None, "random"):
-        random_part(args)
+        parts["random pair"] = random_part(args)
+    markdown(parts)
     print(
         f"\nspeed-up targets: >= 2x at budgets <= 4, >= 1.5x unbudgeted; occupancy >= "
         f"{OCCUPANCY:.0%} (! marks a miss); {time.perf_counter() - start:.0f} s in all"
