@@ -163,20 +163,19 @@ def lab_inputs(args, prompts: int):
     prompts' ids."""
     from divscope.decoding.inputs import load
     from divscope.models.pair import open_pair
-    from divscope.params import ModelPair
     from divscope.prompts import read_prompts_arrow
 
     source = str(LAB / "prompts" / "eval.jsonl")
     frame = read_prompts_arrow(source).slice(0, prompts)
-    pair = ModelPair(str(LAB / "base"), str(LAB / "rl"), placement=placement(args.device))
-    loaded = load(frame, source, open_pair(pair))
+    loaded = load(frame, source, open_pair(lab_pair(args.device)))
     return loaded, frame["prompt_id"].to_pylist()
 
 
-def placement(device: str):
-    from divscope.params import Placement
+def lab_pair(device: str):
+    """The lab's base and rl (`fixtures/lab`) on `device`, as a `ModelPair`."""
+    from divscope.params import ModelPair, Placement
 
-    return Placement(device=device)
+    return ModelPair(str(LAB / "base"), str(LAB / "rl"), placement=Placement(device=device))
 
 
 def lab_gate(args, config, calibration_prompts: int, samples: int):
@@ -185,15 +184,14 @@ def lab_gate(args, config, calibration_prompts: int, samples: int):
     from divscope.decoding.calibrate import Target, calibrate
     from divscope.decoding.policies import Gated
     from divscope.defaults import GATE_WINDOW
-    from divscope.params import ModelPair, Output
+    from divscope.params import Output
     from divscope.prompts import read_prompts_arrow
 
     prompts = read_prompts_arrow(str(LAB / "prompts" / "train.jsonl")).slice(0, calibration_prompts)
     with tempfile.TemporaryDirectory(prefix="divscope-bench-") as tmp:
-        pair = ModelPair(str(LAB / "base"), str(LAB / "rl"), placement=placement(args.device))
         calibration = calibrate(
             prompts, Output(Path(tmp) / "gates.json"), Target((args.rate,), GATE_WINDOW, samples),
-            pair, config, progress=False,
+            lab_pair(args.device), config, progress=False,
         )  # fmt: skip
     (gate,) = calibration.gates_of("gated")
     return Gated(tau=gate.tau, lam=gate.lam, window=calibration.window, rate=gate.rate)
@@ -349,6 +347,8 @@ def markdown(parts: dict[str, list[Setting]]) -> None:
 
 
 def lab_part(args) -> list[Setting]:
+    """The lab's grid: forward and reverse at each budget, gated calibrated."""
+    from divscope.decoding import Request
     from divscope.decoding.lockstep import DecodeConfig
     from divscope.decoding.policies import Forward, Reverse
 
@@ -360,8 +360,6 @@ def lab_part(args) -> list[Setting]:
         f"lab: gated calibrated at rate {gated.rate} on {calibration_prompts} training prompts "
         f"x {samples}: tau {gated.tau:.4g}, lam {gated.lam:.4g}, window {gated.window}"
     )
-    from divscope.decoding import Request
-
     requests = [
         Request(key, sample, tuple(ids), -1)
         for key, ids in zip(keys, loaded.prompt_ids, strict=True)
@@ -376,6 +374,7 @@ def lab_part(args) -> list[Setting]:
 
 
 def random_part(args) -> list[Setting]:
+    """The random pair's grid: forward and reverse at each budget."""
     from divscope.decoding.lockstep import DecodeConfig
     from divscope.decoding.policies import Forward, Reverse
 
@@ -405,12 +404,12 @@ def generate_mode(args) -> None:
     from divscope.decoding.policies import Forward
 
     new = args.random_new_tokens
-    pairs = [("random", random_pair(**SMALL, device=args.device, noise=args.noise), SMALL["vocab"])]
-    if not args.only or args.only == "lab":
+    pairs = []
+    if args.only != "lab":
+        pairs.append(("random", random_pair(**SMALL, device=args.device), SMALL["vocab"]))
+    if args.only != "random":
         loaded, _ = lab_inputs(args, 1)
         pairs.append(("lab", loaded.models, loaded.vocab))
-    if args.only == "lab":
-        pairs = pairs[1:]
     print(
         f"{new} new tokens per row (no stop token), prompts of 16 random tokens, forward "
         f"eps {args.eps} unbudgeted; tokens/s, and each decoder over generate (0.5x: parity)"
