@@ -4,6 +4,8 @@
     python bench/score.py --lengths 512 --naive-lengths 512
     python bench/score.py --lengths 512 --naive-lengths 512 --responses 8   # start-up amortized
     python bench/score.py --device cuda --lengths 512 2048 --naive-lengths 512 --responses 4
+    python bench/score.py --device cuda --ragged --lengths 2048 --responses 64  # padded batches
+    python bench/score.py --device cuda:0 --rl-device cuda:1 --ragged --lengths 2048 --responses 64
 
 A tiny Qwen2 pair with a real-size vocabulary (151,936) is built once in a temporary
 directory. Every measurement is a fresh subprocess (`--child`) that loads the models, scores
@@ -16,6 +18,13 @@ process. Three children:
   softmax of both models, a full sort per model for top-p, full sorts for ranks and top-k,
   every statistic computed separately;
 - `forward`: two bare forward passes that only produce the logits (the floor).
+
+`--ragged`: the responses of each length run from a quarter of it to all of it, so the engine's
+batches are padded, and the engine is measured against two bare decoder forwards over the same
+padded batches (the engine's own packing at its planned `batch_tokens`): `padded` without a
+padding mask (the causal mask alone, as the engine runs them) and `masked` with one (a 4-D mask,
+which keeps SDPA off its flash kernels). With `--rl-device` the RL model sits there, and the
+engine and `padded` run the two forwards at once.
 
 The naive path needs about 12 GB at 1,024 tokens and cannot fit 4,096 in 24 GB, so it runs
 only at `--naive-lengths`. Results are printed as a table of ratios measured in this run. With
@@ -83,16 +92,20 @@ def build_pair(root: Path, vocab: int, logit_scale: float) -> None:
         tokenizer.save_pretrained(root / name)
 
 
-def trajectory(length: int, vocab: int, responses: int = 1):
-    """`responses` trajectories: a 64-token prompt and a response of `length` tokens each
-    (fixed seeds; the first is the same whatever `responses` is)."""
+def trajectory(length: int, vocab: int, responses: int = 1, ragged: bool = False):
+    """`responses` trajectories: a 64-token prompt and a response of `length` tokens each, or
+    with `ragged` of `length // 4` to `length` tokens (fixed seeds; the first is the same
+    whatever `responses` is)."""
     import pyarrow as pa
     import torch
 
     rows = []
     for sample in range(responses):
         generator = torch.Generator().manual_seed(SEED + length + 7919 * sample)
-        ids = torch.randint(0, vocab, (PROMPT + length,), generator=generator).tolist()
+        size = length
+        if ragged:
+            size = int(torch.randint(length // 4, length + 1, (1,), generator=generator))
+        ids = torch.randint(0, vocab, (PROMPT + size,), generator=generator).tolist()
         rows.append(
             {"prompt_id": "bench", "sample_id": sample, "prompt_ids": ids[:PROMPT],
              "response_ids": ids[PROMPT:]}
@@ -158,21 +171,69 @@ def naive_stats(lb, lr, tokens, top_p: float, temperature: float = 1.0) -> dict:
 # ---------------------------------------------------------------- children
 
 
-def child(mode: str, root: Path, length: int, responses: int, out: Path, device: str) -> None:
+def padded_forwards(frame, base, rl, vocab: int, masked: bool) -> dict:
+    """Two bare decoder forwards (no output head, no statistics) over the engine's own padded
+    batches of `frame`, with or without a padding mask; at once where the models sit on
+    separate GPUs, as the engine runs them."""
+    import torch
+
+    from divscope.models.placement import on_separate_gpus
+    from divscope.models.threads import concurrently
+    from divscope.scoring import ScoreConfig, StatsConfig
+    from divscope.scoring.engine import _pack, planned
+
+    config = planned(ScoreConfig(StatsConfig(top_p=TOP_P)), frame, base, rl, vocab, progress=False)
+    prompts, responses = frame["prompt_ids"].to_pylist(), frame["response_ids"].to_pylist()
+    inputs = [p + r[:-1] for p, r in zip(prompts, responses, strict=True)]
+    batches = _pack([len(x) for x in inputs], config.batch_tokens)
+
+    def forward(model, batch: list[int]) -> None:
+        rows = [inputs[i] for i in batch]
+        width = max(len(x) for x in rows)
+        device = model.get_input_embeddings().weight.device
+        ids = torch.zeros(len(rows), width, dtype=torch.int64)
+        mask = torch.zeros_like(ids)
+        for i, x in enumerate(rows):
+            ids[i, : len(x)], mask[i, : len(x)] = torch.tensor(x), 1
+        with torch.inference_mode():
+            model.get_decoder()(input_ids=ids.to(device), use_cache=False,
+                                attention_mask=mask.to(device) if masked else None)  # fmt: skip
+
+    at_once = on_separate_gpus(base, rl)
+    for batch in batches:
+        calls = [lambda m=model, b=batch: forward(m, b) for model in (base, rl)]
+        if at_once:
+            concurrently(calls)
+        else:
+            for call in calls:
+                call()
+    padded = sum(len(b) * max(len(inputs[i]) for i in b) for b in batches)
+    return {"batches": len(batches), "padded_share": 1 - sum(map(len, inputs)) / padded}
+
+
+def child(mode: str, root: Path, length: int, responses: int, out: Path, device: str,
+          rl_device: str, ragged: bool) -> None:  # fmt: skip
     import pyarrow as pa
     import pyarrow.parquet as pq
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    frame = trajectory(length, VOCAB, responses)
-    if mode == "engine":
+    frame = trajectory(length, VOCAB, responses, ragged)
+    if mode in ("padded", "masked"):
+        from divscope.models.loading import load_model
+
+        base = load_model(str(root / "base"), dtype="float32", device=device)
+        rl = load_model(str(root / "rl"), dtype="float32", device=rl_device)
+        start = time.perf_counter()
+        extra = padded_forwards(frame, base, rl, VOCAB, masked=mode == "masked")
+    elif mode == "engine":
         from divscope.models.loading import load_model
         from divscope.models.tokenizers import load_tokenizer
         from divscope.scoring import ScoreConfig, StatsConfig, score_trajectories
         from divscope.tables import TokenTableWriter
 
         base = load_model(str(root / "base"), dtype="float32", device=device)
-        rl = load_model(str(root / "rl"), dtype="float32", device=device)
+        rl = load_model(str(root / "rl"), dtype="float32", device=rl_device)
         tokenizer = load_tokenizer(str(root / "base"))
         start = time.perf_counter()
         with TokenTableWriter(out, {"bench": True}, overwrite=True) as writer:
@@ -210,6 +271,8 @@ def child(mode: str, root: Path, length: int, responses: int, out: Path, device:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
         extra["gpu_peak_mib"] = torch.cuda.max_memory_allocated() / 2**20
+        if rl_device != device:
+            torch.cuda.synchronize(rl_device)
     extra["compute_s"] = time.perf_counter() - start  # scoring only: no start-up, no loading
     print(json.dumps(extra))
 
@@ -218,11 +281,12 @@ def child(mode: str, root: Path, length: int, responses: int, out: Path, device:
 
 
 def run_child(
-    mode: str, root: Path, length: int, responses: int, out: Path, threads: int, device: str
-) -> dict:
+    mode: str, root: Path, length: int, responses: int, out: Path, threads: int, device: str,
+    rl_device: str, ragged: bool,
+) -> dict:  # fmt: skip
     command = [sys.executable, __file__, "--child", mode, "--root", str(root)]
     command += ["--length", str(length), "--responses", str(responses), "--out", str(out)]
-    command += ["--device", device]
+    command += ["--device", device, "--rl-device", rl_device] + (["--ragged"] if ragged else [])
     env = os.environ | {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     start = time.perf_counter()
     log = out.with_suffix(".stderr")  # a file, not a pipe: a full pipe would block the child
@@ -299,13 +363,27 @@ def main() -> None:
     parser.add_argument(
         "--device", default="cpu", help="cpu or cuda[:N]: where every child runs its models"
     )
-    parser.add_argument("--child", choices=["engine", "naive", "forward"])
+    parser.add_argument(
+        "--rl-device", help="where the RL model runs (default: --device), e.g. cuda:1"
+    )
+    parser.add_argument(
+        "--ragged",
+        action="store_true",
+        help="responses of length/4 to length tokens: the engine against two bare decoder "
+        "forwards over its own padded batches, without (padded) and with (masked) a mask",
+    )
+    parser.add_argument("--child", choices=["engine", "naive", "forward", "padded", "masked"])
     parser.add_argument("--root", type=Path)
     parser.add_argument("--length", type=int)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    rl_device = args.rl_device or args.device
     if args.child:
-        child(args.child, args.root, args.length, args.responses, args.out, args.device)
+        child(args.child, args.root, args.length, args.responses, args.out, args.device,
+              rl_device, args.ragged)  # fmt: skip
+        return
+    if args.ragged:
+        ragged(args, rl_device)
         return
 
     with tempfile.TemporaryDirectory(prefix="divscope-bench-") as tmp:
@@ -322,8 +400,9 @@ def main() -> None:
             for mode in modes:
                 out = root / f"{mode}-{length}.parquet"
                 results[mode, length] = run_child(
-                    mode, root, length, args.responses, out, args.threads, args.device
-                )
+                    mode, root, length, args.responses, out, args.threads, args.device,
+                    rl_device, ragged=False,
+                )  # fmt: skip
                 print(f"  {mode:>7} {length:>5} tokens: {results[mode, length]}", flush=True)
         header = (
             f"{'tokens':>6} | {'naive s':>8} {'engine s':>8} {'forward s':>9} | "
@@ -365,6 +444,47 @@ def main() -> None:
                 )
                 print(f"{length} tokens: " + agreement(engine_path, naive_path))
         print(distributions(root / f"engine-{max(args.lengths)}.parquet", results))
+
+
+def ragged(args, rl_device: str) -> None:
+    """`--ragged`: the engine against two bare decoder forwards over its padded batches."""
+    with tempfile.TemporaryDirectory(prefix="divscope-bench-") as tmp:
+        root = Path(tmp)
+        build_pair(root, VOCAB, args.logit_scale)
+        print(
+            f"tiny Qwen2 pair (hidden 64, 2 layers), vocabulary {VOCAB:,}, prompt {PROMPT}, "
+            f"base on {args.device}, rl on {rl_device}, {args.responses} responses of length/4 "
+            "to length tokens per process; compute seconds (no start-up, no loading)"
+        )
+        header = (
+            f"{'tokens':>6} | {'batches':>7} {'padding':>7} | {'engine s':>8} {'padded s':>8} "
+            f"{'masked s':>8} | {'eng/padded':>10} {'masked/padded':>13}"
+        )
+        print(header + "\n" + "-" * len(header))
+        for length in args.lengths:
+            runs = {
+                mode: run_child(
+                    mode,
+                    root,
+                    length,
+                    args.responses,
+                    root / f"{mode}-{length}.parquet",
+                    args.threads,
+                    args.device,
+                    rl_device,
+                    ragged=True,
+                )  # fmt: skip
+                for mode in ("padded", "masked", "engine")
+            }
+            seconds = {mode: run["compute_s"] for mode, run in runs.items()}
+            print(
+                f"{length:>6} | {runs['padded']['batches']:>7} "
+                f"{runs['padded']['padded_share']:>7.1%} | {seconds['engine']:>8.2f} "
+                f"{seconds['padded']:>8.2f} {seconds['masked']:>8.2f} | "
+                f"{seconds['engine'] / seconds['padded']:>9.2f}x "
+                f"{seconds['masked'] / seconds['padded']:>12.2f}x",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -9,7 +9,11 @@ Two ways to run several processes:
 - `torchrun --nproc-per-node N -m divscope <command> ...` (or `srun` through torchrun): the
   processes form a `torch.distributed` group (NCCL on GPUs, gloo on the CPU). They meet only to
   agree on the output directory before the work and to wait for each other after it; no tensor
-  is exchanged. Rank 0 then assembles a single-file output and prints the summary.
+  is exchanged. Rank 0 then assembles a single-file output and prints the summary. The wait
+  after the work has no time limit (`World.wait`: a rank may finish hours before the last);
+  the group's collectives (rank 0 preparing or assembling the output while the others wait)
+  time out after `group_timeout`, 2 hours unless `DIVSCOPE_GROUP_TIMEOUT` says otherwise,
+  where NCCL's own default is 10 minutes.
 - `--shard i/n` (0 <= i < n): independent processes (a SLURM array) that never talk; each does
   share i of n. The output is then a directory, complete when every shard is done.
 """
@@ -18,9 +22,13 @@ from __future__ import annotations
 
 import atexit
 import heapq
+import itertools
+import math
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from divscope.errors import DivscopeError
@@ -29,6 +37,15 @@ T = TypeVar("T")
 
 TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
 """The environment torchrun gives each process it starts."""
+GROUP_TIMEOUT_VARIABLE = "DIVSCOPE_GROUP_TIMEOUT"
+"""Seconds a collective of the torchrun group may wait (`group_timeout`)."""
+GROUP_TIMEOUT = 7200.0
+"""`group_timeout`'s default: 2 hours. Rank 0 prepares the output (verifying a resumed run's
+parts) and assembles a single-file output (rewriting every part) while the others wait in a
+collective: minutes for a large table, where NCCL's default of 10 minutes would end the run."""
+WAIT_POLL = 1.0
+"""Seconds between two looks at the count of ranks done (`World.wait`)."""
+_WAITS = itertools.count()  # every rank calls `World.wait` equally often: the n-th wait's key
 
 
 @dataclass(frozen=True)
@@ -136,11 +153,46 @@ class World:
         return value
 
     def wait(self) -> None:
-        """Wait until every rank gets here (torchrun); independent shards do not wait."""
-        if self.group:
-            import torch.distributed as dist
+        """Wait until every rank gets here (torchrun), however long that takes; independent
+        shards do not wait.
 
-            dist.barrier()
+        Not a barrier (a collective times out, NCCL's after 10 minutes by default, and one
+        unit of a 32B pair takes about 15): each rank adds itself to a counter in the group's
+        key-value store (torchrun's), then reads it every `WAIT_POLL` seconds until all have.
+        A rank that fails never arrives, but torchrun then stops the others.
+        """
+        if not self.group:
+            return
+        import torch.distributed as dist
+
+        store = dist.distributed_c10d._get_default_store()  # the group's own; no public getter
+        key = f"divscope/wait/{next(_WAITS)}"
+        store.add(key, 1)
+        while store.add(key, 0) < self.size:
+            time.sleep(WAIT_POLL)
+
+
+def group_timeout() -> float:
+    """Seconds a collective of the torchrun group may wait: `DIVSCOPE_GROUP_TIMEOUT` when set,
+    else `GROUP_TIMEOUT` (2 hours).
+
+    Raises:
+        DivscopeError: a value that is not a positive number of seconds.
+    """
+    text = os.environ.get(GROUP_TIMEOUT_VARIABLE)
+    if text is None:
+        return GROUP_TIMEOUT
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not seconds > 0 or math.isinf(seconds):
+        raise DivscopeError(
+            f"{GROUP_TIMEOUT_VARIABLE}={text!r}: give the seconds a collective of the torchrun "
+            f"group may wait, a positive number (e.g. {GROUP_TIMEOUT_VARIABLE}=14400 for 4 "
+            "hours), or unset it for 2 hours."
+        )
+    return seconds
 
 
 def reports() -> bool:
@@ -153,11 +205,13 @@ def current_world(
     shard: str | None = None, device: str = "auto", device_map: str | None = None
 ) -> World:
     """The world of this process: torchrun's group when started by torchrun (joined here, with
-    NCCL when `device` puts the models on GPUs, else gloo), `--shard i/n`, or one process.
+    NCCL when `device` puts the models on GPUs, else gloo, its collectives waiting up to
+    `group_timeout`), `--shard i/n`, or one process.
 
     Raises:
-        DivscopeError: `--shard` under torchrun, or `--device-map` with several torchrun
-            processes on a node (each would spread its models over every GPU of the node).
+        DivscopeError: `--shard` under torchrun, `--device-map` with several torchrun
+            processes on a node (each would spread its models over every GPU of the node), or a
+            bad `DIVSCOPE_GROUP_TIMEOUT`.
     """
     size = int(os.environ.get("WORLD_SIZE", "1"))
     if size <= 1:
@@ -188,6 +242,8 @@ def current_world(
         gpu = device != "cpu" and torch.cuda.is_available()
         if gpu:
             torch.cuda.set_device(world.device("cuda"))
-        dist.init_process_group(backend="nccl" if gpu else "gloo")
+        dist.init_process_group(
+            backend="nccl" if gpu else "gloo", timeout=timedelta(seconds=group_timeout())
+        )
         atexit.register(dist.destroy_process_group)  # leave the group cleanly at exit
     return world

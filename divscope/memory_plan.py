@@ -50,8 +50,14 @@ STEP_BYTES = 41
 """Bytes per sequence and decoding step outside the KV cache: the three float64 uniforms, the
 int64 token, the bool switch flag, the int32 primary draw and the float32 delta cosine that
 the decoder keeps for every step."""
-MAX_CHUNK_ROWS = 8192
-"""The most chunk rows planned (a cap, not a measured optimum)."""
+MAX_CHUNK_ROWS = 1024
+"""The most chunk rows a scoring run takes unless --chunk-rows says otherwise, whatever room
+the memory plan (or the CPU's rule) leaves. The statistics of a chunk are per row, and 1,024
+rows already give each of their kernels 1,024 x V elements (1.6e8 at V = 152,064): a GPU is
+saturated, and the launches of a chunk's few hundred kernels are a small share of its time.
+More rows only hold more memory, up to 32 float32 [rows, V] buffers at the peak
+(`SCORING_BUFFERS`): 19 GiB at 1,024 rows and V = 152,064, where the cap was 8,192 rows and a
+141 GB GPU planned 6,144 of them (111 GiB). Chosen, not measured: --chunk-rows overrides it."""
 MAX_BATCH_TOKENS = 2**16
 """The most batch tokens planned: a 7B model's matrix products are compute-bound long before
 (a cap, not a measured optimum), and a smaller batch reports progress more often."""
@@ -427,8 +433,9 @@ def plan_scoring(
     rows = chunk_rows
     for budget in budgets:
         device, room = budget.device, budget.room
-        # Per token of a batch: the forward of the largest layer here, its padding mask, and the
-        # final hidden states that the batch keeps until its chunks are done.
+        # Per token of a batch: the forward of the largest layer here, a byte per position for
+        # an attention mask (SDPA builds none for the engine's right-padded batches, an eager
+        # attention does), and the final hidden states the batch keeps until its chunks are done.
         kept = sum(m.hidden for m in listed if m.head == device)
         here = [m.activation for m in listed if device in m.layers]
         forward = max(here, default=0) + longest + kept

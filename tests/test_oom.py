@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ from divscope.defaults import BATCH_SIZE
 from divscope.errors import DivscopeError
 from divscope.io import read_trajectories
 from divscope.memory_plan import (
+    MAX_CHUNK_ROWS,
     SAFETY,
     DeviceBudget,
     MemoryPlan,
@@ -33,6 +35,7 @@ from divscope.memory_plan import (
 from divscope.models.loading import load_models
 from divscope.models.tokenizers import load_tokenizer
 from divscope.scoring.engine import ScoreConfig, score_table
+from divscope.scoring.engine import planned as planned_scoring
 
 LAB = Path(__file__).parents[1] / "fixtures" / "lab"
 QWEN_7B = Qwen2Config(
@@ -218,3 +221,15 @@ def test_cli_refuses_a_bad_max_memory(tmp_path):
     )  # fmt: skip
     assert result.exit_code == 2
     assert "--max-memory 'lots'" in result.output
+
+
+def test_chunk_rows_are_capped_whatever_room_is_left(lab):
+    models, vocab, weights = lab
+    assert _scoring(lab, weights + 2**34).chunk_rows == MAX_CHUNK_ROWS  # 16 GiB of room
+    trajectories = read_trajectories(LAB / "trajectories.jsonl").head(4)
+    cpu = planned_scoring(ScoreConfig(), trajectories, *models.values(), vocab, progress=False)
+    assert 24 * 2**20 // (4 * vocab) > MAX_CHUNK_ROWS == cpu.chunk_rows  # the CPU's rule, capped
+    given = ScoreConfig(chunk_rows=5000, max_memory=weights + 2**34)
+    assert planned_scoring(given, trajectories, *models.values(), vocab, progress=False) == (
+        replace(given, batch_tokens=_scoring(lab, given.max_memory, chunk_rows=5000).batch_tokens)
+    )

@@ -85,6 +85,33 @@ def test_own_devices_and_a_device_map_are_refused_together():
                     devices={"base": "cpu", "rl": "cpu"})  # fmt: skip
 
 
+def test_a_gpu_model_loads_straight_onto_its_device_where_accelerate_is(monkeypatch):
+    from divscope.models.loading import loading_map
+
+    assert loading_map("cuda:1", None) == {"": "cuda:1"}  # accelerate: tests' extra
+    assert loading_map("cpu", None) is None  # the CPU's loading is unchanged
+    assert loading_map("cuda:0", "auto") == "auto"
+    monkeypatch.setitem(sys.modules, "accelerate", None)  # `import accelerate` fails
+    assert loading_map("cuda:1", None) is None  # into host memory, then moved
+
+
+def test_a_one_device_map_loads_the_same_weights_bit_for_bit():
+    """The loading a GPU gets (`{"": device}`), here onto the CPU: every parameter and buffer
+    there, equal to the plain CPU load's."""
+    plain = load_model(PATHS["base"], dtype="float32", device="cpu")
+    straight = load_model(PATHS["base"], dtype="float32", device_map={"": "cpu"})
+    want, got = plain.state_dict(), straight.state_dict()
+    assert got.keys() == want.keys()
+    assert all(torch.equal(got[k], want[k]) and got[k].device.type == "cpu" for k in want)
+    for (name, buffer), (_, wanted) in zip(
+        straight.named_buffers(), plain.named_buffers(), strict=True
+    ):
+        assert torch.equal(buffer, wanted), name  # the rotary frequencies too
+    ids = torch.tensor([[5, 6, 7, 8]])
+    with torch.no_grad():
+        assert torch.equal(straight(ids).logits, plain(ids).logits)
+
+
 def test_a_device_map_without_accelerate_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "accelerate", None)  # `import accelerate` fails
     with pytest.raises(DivscopeError, match=r"^--device-map needs accelerate: pip install "

@@ -3,7 +3,9 @@
 transformers' `DynamicCache` grows every layer by concatenation, so a response of T tokens
 copies its whole cache T times. `GrowingLayer` writes each step into a buffer that doubles when
 full, and hands attention a view of the filled part: the same keys and values, in amortized
-constant time per step. Rows are dropped (`batch_select_indices`) by indexing the buffers.
+constant time per step. Rows are dropped (`batch_select_indices`) by indexing the buffers;
+the speculative decoder (`divscope.decoding.speculative`) also appends rows (`extend_rows`)
+and moves each row's kept slots together (`gather_slots`).
 
 The layer keeps its own `is_initialized` flag and takes the values optionally in
 `lazy_initialization`, so that it is the same layer for transformers 4.56 and 5
@@ -73,6 +75,43 @@ class GrowingLayer(DynamicLayer):
             self._values = self._values[indices]
             self.keys = self._keys[:, :, : self.length]
             self.values = self._values[:, :, : self.length]
+
+    def extend_rows(self, keys: Tensor | None, values: Tensor | None, rows: int) -> None:
+        """Append `rows` rows whose keys and values (`[rows, H, w, D]`, w <= the filled length;
+        None: none) fill their last w slots; their other slots are zeros (masked by the
+        caller). A layer not yet written takes the next update's rows, so nothing is kept."""
+        if not self.is_initialized:
+            if keys is not None:
+                raise ValueError("extend_rows: keys given to a cache layer not yet written")
+            return
+        width = 0 if keys is None else keys.shape[-2]
+        new_keys = self._keys.new_zeros((rows, *self._keys.shape[1:]))  # [n, H, capacity, D]
+        new_values = self._values.new_zeros((rows, *self._values.shape[1:]))
+        if width:
+            new_keys[:, :, self.length - width : self.length] = keys
+            new_values[:, :, self.length - width : self.length] = values
+        self._keys = torch.cat([self._keys, new_keys])
+        self._values = torch.cat([self._values, new_values])
+        self.keys = self._keys[:, :, : self.length]
+        self.values = self._values[:, :, : self.length]
+
+    def gather_slots(self, index: Tensor, keep: Tensor) -> None:
+        """Rewrite every row's slots as `index` (`[B, W]` slot indices, per row) picks them; the
+        slots where `keep` (`[B, W]` bool) is False are zeroed. The filled length becomes W."""
+        if not self.is_initialized:
+            return
+        size = max(self._keys.shape[-2], index.shape[1])
+        picked = index[:, None, :, None].to(self._keys.device)  # [B, 1, W, 1]
+        zero = ~keep[:, None, :, None].to(self._keys.device)
+        for name in ("_keys", "_values"):
+            buffer = getattr(self, name)
+            taken = buffer.gather(2, picked.expand(-1, buffer.shape[1], -1, buffer.shape[3]))
+            grown = buffer.new_zeros(self._shape(buffer, size))
+            grown[:, :, : index.shape[1]] = taken.masked_fill_(zero, 0.0)
+            setattr(self, name, grown)
+        self.length = index.shape[1]
+        self.keys = self._keys[:, :, : self.length]
+        self.values = self._values[:, :, : self.length]
 
 
 INITIAL_STEPS = 512

@@ -31,128 +31,47 @@ the start as two halves, each left-padded to the batch's prompt width (`divscope
 
 from __future__ import annotations
 
-import math
 import operator
+import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
-from typing import Annotated
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from divscope.decoding.cache import new_cache
+from divscope.decoding.decoder import (
+    DecodeConfig,
+    Decoded,
+    DecodeStats,
+    decoded,
+    delta_cosine,
+)
 from divscope.decoding.policies import Policy, StepView
 from divscope.decoding.randomness import Stream, uniforms
 from divscope.decoding.request import Request
-from divscope.defaults import BATCH_SIZE, SEED
+from divscope.decoding.speculative import decode_unit, supports
+from divscope.defaults import BATCH_SIZE
 from divscope.errors import DivscopeError
-from divscope.memory_plan import announce, parse_memory, plan_decoding
+from divscope.memory_plan import announce, plan_decoding
 from divscope.models.compat import CACHE, cached
 from divscope.models.head import (
     OutputHead,
-    check_head_dtype,
     check_head_reproduces_logits,
     check_output_head,
 )
 from divscope.models.lengths import context_length, new_token_limits
 from divscope.oom import PLACEMENT_ADVICE, halving
-from divscope.params import LIBRARY_ONLY, Chat, Flag
 from divscope.progress import Progress
-from divscope.scoring.metrics import StatsConfig
 
 CHECK_EVERY = 8
 """Steps between two looks for finished rows (each look reads a copy made the step before)."""
 
 
-@dataclass(frozen=True)
-class DecodeConfig:
-    """How the lockstep decoder samples.
-
-    >>> DecodeConfig(StatsConfig(top_p=0.9), max_new_tokens=64).sampling.top_p
-    0.9
-    """
-
-    sampling: StatsConfig = StatsConfig()
-    """Top-p, temperature and window of the sampled distributions, and of the per-step JS
-    (--top-p, --temperature): the run's sampling, its one home; a policy that samples at its
-    own (`rl-replace:top_p=0.95`) says so in its spec."""
-    max_new_tokens: Annotated[int | None, Flag(min=1)] = None
-    """Longest response in tokens; longer ones are cut there. Default: 8000, capped prompt by
-    prompt by the models' context (the cap is printed)."""
-    seed: int = SEED
-    """Seed of the sampling (the coupled uniforms); the same seed, the same output."""
-    batch_size: Annotated[int | None, Flag(min=1)] = None
-    """Sequences decoded together. Default: as many as fit --max-memory (the plan is printed;
-    `memory_plan.plan_decoding`); on the CPU without it, 32."""
-    max_memory: Annotated[int | None, Flag(parse=parse_memory, metavar="SIZE")] = None
-    """Memory the run may use per device, weights included, e.g. 70GiB: the budget of a
-    --batch-size left out (the plan is printed). Default: the free memory of each GPU once the
-    models are loaded; on the CPU, no plan."""
-    head_dtype: str | None = None
-    """float32: compute the output head in float32 from a float32 copy of its weights (fewer
-    exact ties among bf16 logits; costs 4 bytes x vocabulary x hidden size per model, e.g.
-    2.2 GB for a 7B Qwen). Default: the weights' dtype."""
-    stop: tuple[str, ...] = ()
-    """Another token that ends a response, besides every model's EOS tokens (tokenizer and
-    generation config): a token id or a string that is one token, e.g. '<|im_end|>' (repeat
-    for several)."""
-    chat: Chat = Chat()
-    """The chat template and a system prompt, applied with the base tokenizer (a `messages`
-    column is always templated)."""
-    drop_finished: Annotated[bool, LIBRARY_ONLY] = True
-    """Drop finished rows from the batch and the caches; False keeps them to the end (same
-    tokens, slower: for tests and benchmarks)."""
-    delta_alignment: bool = False
-    """Record per token the cosine between (rast-rl - rast-base) and (rl - base) logits
-    (delta_cosine); needs --base, --rl, --rast-base and --rast-rl, and every policy then
-    decodes with all four (`DELTA_MODELS`; the tokens do not change)."""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "stop", tuple(self.stop))
-        if self.max_new_tokens is not None and self.max_new_tokens < 1:
-            raise DivscopeError(f"--max-new-tokens must be >= 1, got {self.max_new_tokens}.")
-        if self.batch_size is not None and self.batch_size < 1:
-            raise DivscopeError(f"--batch-size must be >= 1, got {self.batch_size}.")
-        check_head_dtype(self.head_dtype)
-        if self.max_memory is not None and self.max_memory < 1:
-            raise DivscopeError(f"--max-memory must be >= 1 byte, got {self.max_memory}.")
-
-
 DELTA_MODELS: tuple[str, ...] = ("base", "rl", "rast_base", "rast_rl")
 """The models of `DecodeConfig.delta_alignment`: the large pair, then the small (RAST) pair."""
-
-
-@dataclass(frozen=True)
-class Decoded:
-    """One decoded response and its interventions."""
-
-    response_ids: list[int]
-    """Emitted tokens, the stop token included when the response finished."""
-    finished: bool
-    """Ended with a stop token (not at the length cap)."""
-    n_switches: int
-    """Steps where the policy switched to the intervener (within the budget)."""
-    n_effective: int
-    """Switches whose emitted token differs from an independent draw of the primary model
-    (same distribution, `Policy.primary_config`; uniform of `Stream.PRIMARY`): the papers'
-    count of effective switches, whose separately sampled models make identity swaps at the
-    rate of independent draws."""
-    n_effective_coupled: int
-    """Switches whose emitted token differs from the primary model's coupled draw
-    (`switch_primary_ids`)."""
-    switch_positions: list[int]
-    """The response positions of the switches, ascending."""
-    switch_primary_ids: list[int]
-    """At each switch position, the token the primary model drew with the step's uniform
-    (`Proposal.primary`: what it would have emitted); the emitted token is `response_ids`'."""
-    switch_js: list[float] | None = None
-    """For policies that record it (`Policy.records_js`: `forward`, `reverse`), the step's
-    online `js` (base vs RL on the mixed prefix) at each switch position; else None."""
-    delta_cosine: list[float | None] | None = None
-    """With `delta_alignment`, per response position t, `delta_cosine` of the logits that
-    predicted token t (None where it is NaN: a zero difference); else None."""
 
 
 class Lockstep:
@@ -273,8 +192,10 @@ def decode(
     pad_id: int = 0,
     suppressed: Sequence[int] = (),
     progress: bool = False,
+    stats: DecodeStats | None = None,
 ) -> list[Decoded]:
-    """Decode every request under `policy`, in batches, with all of its models in lockstep.
+    """Decode every request under `policy`, with all of its models in lockstep
+    (`config.decoder`: speculative rounds over refilled batches, or the reference's steps).
 
     Args:
         models: models by name (`base`, `rl`, `rast_base`, `rast_rl`); those of
@@ -288,6 +209,7 @@ def decode(
         pad_id: the id used for left padding (masked).
         suppressed: ids never emitted (special tokens the tokenizers do not share).
         progress: show a progress bar (and a memory plan, once) on stderr.
+        stats: counters to add this decode's work to (`DecodeStats`).
 
     Returns:
         One `Decoded` per request, in input order.
@@ -315,10 +237,12 @@ def decode(
     order = sorted(range(len(requests)), key=lambda i: len(requests[i].prompt_ids))
     results: list[Decoded | None] = [None] * len(requests)
 
+    stats = DecodeStats() if stats is None else stats
+
     def attempt(batch: Sequence[int], width: int) -> list[Decoded]:
         return _Batch(
             used, [requests[i] for i in batch], [limits[i] for i in batch], policy, config,
-            vocab, eos_ids, pad_id, suppressed, width=width, device=device,
+            vocab, eos_ids, pad_id, suppressed, width=width, device=device, stats=stats,
         ).run()  # fmt: skip
 
     def describe(batch: Sequence[int]) -> str:
@@ -329,14 +253,27 @@ def decode(
             f"{steps:,} new tokens)"
         )
 
-    def too_large(i: int) -> str:
-        request = requests[i]
+    def too_large(request: Request) -> str:
         return (
             f"out of GPU memory decoding prompt_id={request.prompt_id!r}, sample_id="
             f"{request.sample_id} alone ({len(request.prompt_ids):,} prompt tokens, up to "
-            f"{limits[i]:,} new ones): lower --max-new-tokens, or {PLACEMENT_ADVICE}."
+            f"{limits[requests.index(request)]:,} new ones): lower --max-new-tokens, or "
+            f"{PLACEMENT_ADVICE}."
         )
 
+    speculative = config.decoder == "speculative" and requests
+    if speculative:
+        reason = supports(used)
+        if reason is not None:
+            speculative = False
+            if progress:
+                print(f"the reference decoder runs: {reason}", file=sys.stderr)
+    if speculative:
+        with torch.inference_mode():
+            return decode_unit(
+                used, requests, limits, policy, config, vocab, eos_ids, pad_id, suppressed,
+                device=device, stats=stats, too_large=too_large, progress=progress,
+            )  # fmt: skip
     with (
         torch.inference_mode(),
         Progress(len(requests), desc=policy.name, unit="seq", enabled=progress) as bar,
@@ -347,7 +284,8 @@ def decode(
             width = max(len(requests[i].prompt_ids) for i in batch)
             decoded = halving(
                 partial(attempt, width=width), batch, merge=operator.add, describe=describe,
-                advice="lower --batch-size to avoid the recomputation", too_large=too_large,
+                advice="lower --batch-size to avoid the recomputation",
+                too_large=lambda i: too_large(requests[i]),
             )  # fmt: skip
             for i, row in zip(batch, decoded, strict=True):
                 results[i] = row
@@ -366,28 +304,6 @@ def decoding_models(policy: Policy, config: DecodeConfig) -> tuple[str, ...]:
     if not config.delta_alignment:
         return policy.models
     return (*policy.models, *(name for name in DELTA_MODELS if name not in policy.models))
-
-
-def delta_cosine(logits: Mapping[str, Tensor]) -> Tensor:
-    """`[B]` per row, the cosine over the vocabulary between the small pair's logit difference
-    (`rast_rl − rast_base`) and the large pair's (`rl − base`), in float32; ids whose logit is
-    −inf in any of the four models are left out, and a row where a difference is zero on every
-    id left is NaN.
-
-    Args:
-        logits: `[B, V]` next-token logits of the models of `DELTA_MODELS`, on one device.
-
-    >>> rows = {"base": [[0.0, 0.0, -torch.inf]], "rl": [[1.0, 0.0, 0.0]],
-    ...         "rast_base": [[0.0, 1.0, 0.0]], "rast_rl": [[2.0, 1.0, 5.0]]}
-    >>> delta_cosine({k: torch.tensor(v) for k, v in rows.items()}).tolist()
-    [1.0]
-    """
-    small = (logits["rast_rl"] - logits["rast_base"]).float()  # [B, V]
-    large = (logits["rl"] - logits["base"]).float()  # [B, V]
-    dropped = ~(small.isfinite() & large.isfinite())  # an id −inf in some model: inf or nan
-    small, large = small.masked_fill_(dropped, 0.0), large.masked_fill_(dropped, 0.0)
-    dot = (small * large).sum(-1)  # [B]
-    return dot / (torch.linalg.vector_norm(small, dim=-1) * torch.linalg.vector_norm(large, dim=-1))
 
 
 def _limits(
@@ -459,9 +375,10 @@ class _Batch:
     def __init__(
         self, models, batch: list[Request], limits: list[int], policy: Policy,
         config: DecodeConfig, vocab: int, eos_ids: Sequence[int], pad_id: int,
-        suppressed: Sequence[int], *, width: int, device: torch.device,
+        suppressed: Sequence[int], *, width: int, device: torch.device, stats: DecodeStats,
     ) -> None:  # fmt: skip
         self.policy, self.config, self.eos_ids = policy, config, list(eos_ids)
+        self.stats, self.others, self.width = stats, len(models) - 1, config.batch_size
         self.limit_all, self.steps = limits, max(limits)
         self.stepper = Lockstep(
             models, [r.prompt_ids for r in batch], vocab, pad_id, max_new_tokens=self.steps,
@@ -503,7 +420,12 @@ class _Batch:
 
     def run(self) -> list[Decoded]:
         seen: _HostCopy | None = None
+        stats = self.stats
         for t in range(self.steps):
+            stats.steps, stats.rounds = stats.steps + 1, stats.rounds + 1
+            stats.intervener_forwards += self.others
+            stats.intervener_tokens += self.others * len(self.rows)
+            stats.live, stats.capacity = stats.live + len(self.rows), stats.capacity + self.width
             self._step(t)
             if seen is not None:  # the copy made at the previous step, complete by now
                 if self._drop(seen.value()):
@@ -558,38 +480,12 @@ class _Batch:
         return False
 
     def _results(self) -> list[Decoded]:
-        tokens = self.tokens.cpu().numpy()  # [B, T]
-        switched = self.switched.cpu().numpy()  # [B, T]
-        primary = self.primary.cpu().numpy()  # [B, T]
-        counts = torch.stack([self.effective, self.coupled], dim=1).tolist()  # [B, 2]
-        delta = self.delta.cpu().numpy() if self.delta is not None else None  # [B, T]
-        js = self.js.cpu().numpy() if self.js is not None else None  # [B, T]
-        out = []
-        for i, (row, switches, (n_effective, n_coupled), limit) in enumerate(
-            zip(tokens, switched, counts, self.limit_all, strict=True)
-        ):
-            ends = np.flatnonzero(np.isin(row[:limit], self.eos_ids))
-            length = int(ends[0]) + 1 if ends.size else limit
-            positions = np.flatnonzero(switches[:length])
-            out.append(
-                Decoded(
-                    response_ids=row[:length].tolist(),
-                    finished=bool(ends.size),
-                    n_switches=int(positions.size),
-                    n_effective=int(n_effective),
-                    n_effective_coupled=int(n_coupled),
-                    switch_positions=positions.tolist(),
-                    switch_primary_ids=primary[i, positions].tolist(),
-                    switch_js=js[i, positions].tolist() if js is not None else None,
-                    delta_cosine=_nan_to_none(delta[i, :length]) if delta is not None else None,
-                )
-            )
+        out = decoded(
+            self.tokens, self.switched, self.primary, self.effective, self.coupled, self.js,
+            self.delta, self.limit_all, self.eos_ids,
+        )  # fmt: skip
+        self.stats.emitted += sum(len(row.response_ids) for row in out)
         return out
-
-
-def _nan_to_none(values: np.ndarray) -> list[float | None]:
-    """`values` as a list, NaN as None (null in the results)."""
-    return [None if math.isnan(value) else value for value in values.tolist()]
 
 
 class _HostCopy:

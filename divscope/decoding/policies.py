@@ -58,7 +58,7 @@ class StepView:
         u: Tensor,
         u_switch: Tensor,
         sampling: StatsConfig,
-        step: int = 0,
+        step: int | Tensor = 0,
         u_primary: Tensor | None = None,
     ) -> None:
         """
@@ -67,7 +67,9 @@ class StepView:
             u: `[B]` float64 sampling uniforms of this step.
             u_switch: `[B]` float64 uniforms of the `random` policy's coin.
             sampling: temperature, top-p and window of the sampled distributions and of `js`.
-            step: the decoding step t (the response position of the token drawn).
+            step: the decoding step t (the response position of the token drawn): one for
+                every row, or per row a `[B]` int64 tensor on the host (the speculative
+                decoder's rows stand at different steps).
             u_primary: `[B]` float64 uniforms of the primary's independent draw
                 (`Stream.PRIMARY`; `independent`); None: `u` (no independent draw).
         """
@@ -79,6 +81,18 @@ class StepView:
         self.step = step
         self._truncated: dict[tuple[str, StatsConfig], Truncated] = {}
         self._probs: dict[str, Tensor] = {}
+
+    def steps(self, rows: int) -> Tensor:
+        """`[rows]` int64 on the host: each row's step."""
+        if isinstance(self.step, Tensor):
+            return self.step
+        return torch.full((rows,), self.step, dtype=torch.int64)
+
+    def column(self, table: Tensor) -> Tensor:
+        """`[B]` each row's entry of `table` (`[B, T]`) at its step."""
+        if isinstance(self.step, Tensor):
+            return table.gather(1, self.step.to(table.device)[:, None])[:, 0]
+        return table[:, self.step]
 
     def truncate_together(self, models: Sequence[str]) -> None:
         """Truncate the sampled distributions of `models` in one call (one host sync for the
@@ -330,7 +344,7 @@ class _Intervention(Policy):
         primary, intervener = view.draw(self.primary), view.draw(self.intervener)
         if self.map_table is not None:
             mapped = state["mapped"] = state["mapped"].to(view.u.device)  # once, then no-op
-            divergent = mapped[:, view.step]
+            divergent = view.column(mapped)
         else:
             divergent = view.js > self.eps
         if self.stratum is None:
@@ -559,21 +573,24 @@ class Gated(Policy):
         self, u_response: Tensor, requests: Sequence[Request], steps: int
     ) -> dict[str, Tensor]:
         batch = u_response.shape[0]
-        return {
-            "history": torch.zeros(batch, self.window, dtype=torch.float32),  # [B, W] ring
-            "steps": torch.zeros((), dtype=torch.int64),
-        }
+        return {"history": torch.zeros(batch, self.window, dtype=torch.float32)}  # [B, W] ring
 
     def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
         s = self.score(view).float()  # [B]
         history = state["history"].to(s.device)
-        seen = min(int(state["steps"]), self.window)
-        if seen:
-            relative = s > self.lam * history[:, :seen].mean(-1)
-        else:
-            relative = torch.ones_like(s, dtype=torch.bool)
-        history[:, int(state["steps"]) % self.window] = s
-        state["history"], state["steps"] = history, state["steps"] + 1
+        step = view.steps(s.shape[0])  # [B] host: the previous steps of each row's history
+        seen = step.clamp_max(self.window)
+        relative = torch.ones_like(s, dtype=torch.bool)
+        for n in seen.unique().tolist():  # rows at one step (every row, step by step) at once
+            if not n:
+                continue
+            if bool((seen == n).all()):
+                relative = s > self.lam * history[:, :n].mean(-1)
+            else:
+                rows = torch.nonzero(seen == n)[:, 0].to(s.device)
+                relative[rows] = s[rows] > self.lam * history[rows, :n].mean(-1)
+        history[torch.arange(s.shape[0], device=s.device), (step % self.window).to(s.device)] = s
+        state["history"] = history
         return Proposal(view.draw("base"), view.draw("rl"), (s > self.tau) & relative)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from importlib.util import find_spec
 from typing import Any
 
 from divscope.errors import DivscopeError
@@ -39,7 +40,8 @@ def load_model(
             subfolder: `ID[/SUBFOLDER][@REVISION]` or a `ModelName` (`divscope.models.names`).
         dtype: `auto`, `float32`, `bfloat16` or `float16` (see `resolve_dtype`), or a torch
             dtype (a run's, from `run_dtype`).
-        device: `auto`, `cpu`, `cuda` or `cuda:N`; ignored when `device_map` is given.
+        device: `auto`, `cpu`, `cuda` or `cuda:N`; ignored when `device_map` is given. A GPU's
+            weights are read straight onto it where accelerate is installed (`loading_map`).
         device_map: passed to `from_pretrained` (e.g. `auto`) for models larger than one GPU;
             needs accelerate (`pip install 'divscope[big]'`).
 
@@ -48,8 +50,6 @@ def load_model(
             command that merges it), `device_map` without accelerate,
             or a device map that leaves weights offloaded (`check_not_offloaded`).
     """
-    from importlib.util import find_spec
-
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging
 
@@ -68,15 +68,36 @@ def load_model(
     )
     try:
         model = AutoModelForCausalLM.from_pretrained(
-            name.id, dtype=torch_dtype, device_map=device_map, **name.options()
-        )
+            name.id, dtype=torch_dtype, device_map=loading_map(device, device_map),
+            **name.options(),
+        )  # fmt: skip
     except (OSError, ValueError) as error:
         raise DivscopeError(f"model {str(name)!r}: could not load weights ({error}).") from error
     if device_map is None:
-        model = model.to(device)
+        model = model.to(device)  # nothing to move where `loading_map` put it there
     else:
         check_not_offloaded(model, str(name))
     return model.eval()
+
+
+def loading_map(device: str, device_map: str | dict | None) -> str | dict | None:
+    """The device map `from_pretrained` gets: `device_map` where given; else, for a device
+    other than the CPU, `{"": device}` where accelerate is installed (transformers needs it
+    for any device map), which reads each weight from the checkpoint straight onto the device:
+    no full copy of the model in host memory first (65 GB for a 32B model in bf16, in each
+    torchrun process of a node); else None, the weights loaded into host memory and then moved
+    (the CPU's loading; without accelerate, `pip install 'divscope[big]'`, a GPU's too).
+
+    >>> loading_map("cpu", None) is None
+    True
+    >>> loading_map("cuda:1", None) == ({"": "cuda:1"} if find_spec("accelerate") else None)
+    True
+    """
+    if device_map is not None:
+        return device_map
+    if device == "cpu" or find_spec("accelerate") is None:
+        return None
+    return {"": device}
 
 
 def given_model(value: Any) -> tuple[Any, Any] | None:

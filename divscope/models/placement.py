@@ -181,3 +181,12 @@ def load_config(name: str | ModelName):
 
 def config_dtype(config) -> Any:
     return getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
+
+
+def on_separate_gpus(first, second) -> bool:
+    """Whether two loaded models sit on GPUs only, and on none of the same (`--base-device
+    cuda:0 --rl-device cuda:1`): their forwards can then run at once
+    (`divscope.models.threads.concurrently`)."""
+    devices = [{p.device for p in model.parameters()} for model in (first, second)]
+    gpus = all(device.type == "cuda" for placed in devices for device in placed)
+    return gpus and not devices[0] & devices[1]

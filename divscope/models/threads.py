@@ -1,9 +1,12 @@
-"""Torch's CPU thread count, set for a block and then given back."""
+"""Threads: torch's CPU thread count, set for a block and then given back; calls run at once
+on their own threads (two models' forwards on two GPUs)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import Any
 
 
 @contextmanager
@@ -26,3 +29,20 @@ def torch_threads(n: int) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def concurrently(calls: Sequence[Callable[[], Any]]) -> list[Any]:
+    """The results of `calls`, in their order, each run on a thread of its own, all at once.
+
+    For work that releases the GIL on separate devices: torch launches a CUDA kernel without
+    holding it, so two models on two GPUs compute at the same time. Not for two calls on one
+    device (its kernels queue on one stream) nor on the CPU (both would share its cores).
+    Torch's grad mode is per thread: a call that needs `torch.inference_mode` enters it itself.
+    Every call runs to its end; then the first of them (in order) that raised raises here.
+
+    >>> concurrently([lambda: 1, lambda: 2])
+    [1, 2]
+    """
+    with ThreadPoolExecutor(max_workers=max(1, len(calls))) as pool:
+        futures = [pool.submit(call) for call in calls]
+    return [future.result() for future in futures]  # the pool's exit waited for all of them

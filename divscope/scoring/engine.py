@@ -1,7 +1,8 @@
 """The teacher-forced scoring engine: trajectories in, token-table row groups out.
 
 One forward pass per sequence per model, sequences packed into batches by a token budget
-(sorted by length, right-padded, attention-masked). The decoder's final hidden states of the
+(sorted by length, right-padded; the causal mask alone, `_response_hidden`), the two models'
+forwards running at once where they sit on separate GPUs. The decoder's final hidden states of the
 response positions only go through the output head, `chunk_rows` rows at a time, and every
 statistic of both models is computed on that chunk (`pair_stats`); no `[batch, seq, vocab]`
 tensor ever exists. Each finished batch is handed to `sink` as a token-table `pyarrow.Table`
@@ -30,7 +31,7 @@ from torch import Tensor
 
 from divscope.defaults import BATCH_TOKENS
 from divscope.errors import DivscopeError
-from divscope.memory_plan import announce, parse_memory, plan_scoring
+from divscope.memory_plan import MAX_CHUNK_ROWS, announce, parse_memory, plan_scoring
 from divscope.models.head import (
     OutputHead,
     check_head_dtype,
@@ -38,6 +39,8 @@ from divscope.models.head import (
     check_output_head,
 )
 from divscope.models.lengths import context_length
+from divscope.models.placement import on_separate_gpus
+from divscope.models.threads import concurrently
 from divscope.models.tokenizers import vocab_size
 from divscope.oom import PLACEMENT_ADVICE, halving
 from divscope.params import Flag
@@ -79,7 +82,9 @@ class ScoreConfig:
     """Response positions per output-head chunk (--chunk-rows); bounds the [rows, V] buffers.
     None: as many as fit (`memory_plan.plan_scoring`: on a GPU, or with `max_memory`), else as
     many as keep one float32 [rows, V] buffer within 24 MiB on CPU (the allocator then reuses
-    its heap; larger buffers are fresh mappings whose page faults dominate the time)."""
+    its heap; larger buffers are fresh mappings whose page faults dominate the time); either
+    way at most `memory_plan.MAX_CHUNK_ROWS` (1,024: more rows hold more memory, not more
+    speed)."""
     max_memory: Annotated[int | None, Flag(parse=parse_memory, metavar="SIZE")] = None
     """Bytes the run may use per device (--max-memory), weights included: the budget of the
     values left None. None: on a GPU its free memory once the models are loaded; on the CPU
@@ -473,6 +478,10 @@ class _BatchScorer:
     head is copied there (`OutputHead(device=...)`) and its hidden states follow, so no
     `[rows, V]` logits cross devices when the models sit on different ones.
 
+    The two models' forwards run at once, each on a thread of its own, where they sit on
+    GPUs that share none (`--base-device cuda:0 --rl-device cuda:1`); elsewhere (the CPU, one
+    GPU, a device map over the same GPUs) one after the other.
+
     A forward that runs out of GPU memory runs again on each half of the batch
     (`divscope.oom.halving`), padded to the batch's width, which gives the same hidden
     states (on the CPU; tested). The chunks are always the whole batch's: the output head's
@@ -489,6 +498,8 @@ class _BatchScorer:
     stats: StatsConfig
     chunk_rows: int
     release_freed_memory: Callable[[], None]
+    concurrent: bool
+    """Both forwards at once (`on_separate_gpus`)."""
 
     @staticmethod
     def build(plan: _Plan, base, rl, config: ScoreConfig) -> _BatchScorer:
@@ -499,6 +510,7 @@ class _BatchScorer:
             plan, base, rl, head_b, head_r, config.stats,
             chunk_rows=config.chunk_rows,  # decided by `planned`
             release_freed_memory=_heap_trimmer() if cpu else lambda: None,
+            concurrent=on_separate_gpus(base, rl),
         )  # fmt: skip
 
     def score(self, batch: list[int]) -> tuple[dict[str, list[Tensor]], int]:
@@ -512,8 +524,7 @@ class _BatchScorer:
         plan, head_b, chunk_rows = self.plan, self.head_b, self.chunk_rows
         width = max(len(plan.prompts[i]) + len(plan.responses[i]) - 1 for i in batch)
         with torch.inference_mode():
-            hidden_b = self._hidden("base", batch, width)  # [N, d_base]
-            hidden_r = self._hidden("rl", batch, width)  # [N, d_rl]
+            hidden_b, hidden_r = self._hiddens(batch, width)  # [N, d_base], [N, d_rl]
             ids = [t for i in batch for t in plan.responses[i]]
             token_ids = torch.tensor(ids, dtype=torch.int64, device=head_b.device)  # [N]
             columns: dict[str, list[Tensor]] = {}
@@ -536,6 +547,11 @@ class _BatchScorer:
                     f"{PLACEMENT_ADVICE}."
                 ) from error
         return columns, fallbacks
+
+    def _hiddens(self, batch: list[int], width: int) -> list[Tensor]:
+        """Both models' `_hidden`, base first: at once where `concurrent`."""
+        calls = [lambda name=name: self._hidden(name, batch, width) for name in ("base", "rl")]
+        return concurrently(calls) if self.concurrent else [call() for call in calls]
 
     def _hidden(self, name: str, batch: list[int], width: int) -> Tensor:
         """The final hidden states `[N, d]` of model `name` (`base`, `rl`) at the response
@@ -564,14 +580,15 @@ class _BatchScorer:
                 "trajectories."
             )
 
-        return halving(
-            forward,
-            batch,
-            merge=lambda first, second: torch.cat([first, second]),
-            describe=describe,
-            advice="lower --batch-tokens to avoid the recomputation",
-            too_large=too_large,
-        )
+        with torch.inference_mode():  # grad mode is per thread (`_hiddens`)
+            return halving(
+                forward,
+                batch,
+                merge=lambda first, second: torch.cat([first, second]),
+                describe=describe,
+                advice="lower --batch-tokens to avoid the recomputation",
+                too_large=too_large,
+            )
 
 
 def _heap_trimmer() -> Callable[[], None]:
@@ -590,8 +607,9 @@ def _heap_trimmer() -> Callable[[], None]:
 
 def _cpu_chunk_rows(vocab: int) -> int:
     """Chunk rows without a memory plan (the CPU without --max-memory): as many as keep one
-    float32 [rows, V] buffer within 24 MiB (see `ScoreConfig.chunk_rows`)."""
-    return max(1, 24 * 2**20 // (4 * vocab))
+    float32 [rows, V] buffer within 24 MiB (see `ScoreConfig.chunk_rows`), at most
+    `MAX_CHUNK_ROWS`."""
+    return max(1, min(24 * 2**20 // (4 * vocab), MAX_CHUNK_ROWS))
 
 
 def _response_hidden(
@@ -600,21 +618,25 @@ def _response_hidden(
     """Final hidden states `[N, d]` of the positions that predict each response token
     (input index prompt_len + t − 1 for token t), for a batch right-padded to `width` (at
     least its longest input): rows padded to one width give the same states in any grouping
-    (on the CPU), which a half of a batch that ran out of memory relies on."""
+    (on the CPU), which a half of a batch that ran out of memory relies on.
+
+    No padding mask: every row starts at input index 0 (its positions are 0, 1, ... as
+    unpadded) and its padding comes after its last real token, so under the causal mask alone
+    a real token attends to earlier real tokens only, and the states read here are those of
+    the masked forward (bit for bit on the CPU; tested). The padding's own states are never
+    read. Without a 4-D mask, SDPA can take its flash kernels on a GPU, and transformers
+    builds no `[B, 1, S, S]` mask.
+    """
     device = model.get_input_embeddings().weight.device
     inputs = [p + r[:-1] for p, r in zip(prompts, responses, strict=True)]
     width = max(width, *(len(x) for x in inputs))
-    input_ids = torch.zeros(len(inputs), width, dtype=torch.int64)  # [B, S]; pad id is masked
-    attention_mask = torch.zeros(len(inputs), width, dtype=torch.int64)  # [B, S]
+    input_ids = torch.zeros(len(inputs), width, dtype=torch.int64)  # [B, S]; pad id 0 after
     row_index, position_index = [], []
     for i, (x, p, r) in enumerate(zip(inputs, prompts, responses, strict=True)):
         input_ids[i, : len(x)] = torch.tensor(x)
-        attention_mask[i, : len(x)] = 1
         row_index += [i] * len(r)
         position_index += range(len(p) - 1, len(p) - 1 + len(r))
-    out = model.get_decoder()(
-        input_ids=input_ids.to(device), attention_mask=attention_mask.to(device), use_cache=False
-    )
+    out = model.get_decoder()(input_ids=input_ids.to(device), attention_mask=None, use_cache=False)
     hidden = out.last_hidden_state  # [B, S, d]
     rows = torch.tensor(row_index, device=hidden.device)
     return hidden[rows, torch.tensor(position_index, device=hidden.device)]  # [N, d]

@@ -1,14 +1,17 @@
 """The lockstep decoder out of GPU memory, on the CPU: `torch.cuda.OutOfMemoryError` is raised
 on purpose by a model's forward over more than a few rows, as CUDA raises it.
 
-A batch that runs out of memory is decoded again from the start as two halves, each left-padded
-to the batch's prompt width: every policy gives the same responses and switches as with memory
-to spare, and the run warns once. A request that does not fit alone is a clear error.
+The reference decoder decodes a batch that runs out of memory again from the start as two
+halves, each left-padded to the batch's prompt width; the speculative decoder keeps the
+responses already finished and restarts the rows in flight at half the capacity. Either way
+every policy gives the same responses and switches as with memory to spare, and the run warns.
+A request that does not fit alone is a clear error.
 """
 
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,8 +25,10 @@ from tests.decoding.helpers import assert_same_decodes
 
 LAB = Path(__file__).resolve().parents[2] / "fixtures" / "lab"
 CONFIG = DecodeConfig(
-    StatsConfig(temperature=1.0, top_p=0.7), max_new_tokens=12, batch_size=8, seed=3
-)
+    StatsConfig(temperature=1.0, top_p=0.7), max_new_tokens=12, batch_size=8, seed=3,
+    decoder="reference",
+)  # fmt: skip
+SPECULATIVE = replace(CONFIG, decoder="speculative")
 
 
 @pytest.fixture(scope="module")
@@ -68,12 +73,12 @@ def _fitting(monkeypatch, rows: int) -> list[int]:
     return prefills
 
 
-def _decode(lab, policy, **params):
+def _decode(lab, policy, config=CONFIG, **params):
     models, requests, vocab, eos = lab
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         decoded = decode(
-            models, requests, build_policy(policy, **params), CONFIG, vocab=vocab, eos_ids=eos
+            models, requests, build_policy(policy, **params), config, vocab=vocab, eos_ids=eos
         )
     return decoded, [str(w.message) for w in caught if issubclass(w.category, DivscopeWarning)]
 
@@ -118,3 +123,41 @@ def test_a_request_that_does_not_fit_alone_is_a_clear_error(lab, monkeypatch):
         "lower --max-new-tokens, or put the models on separate GPUs with "
         "--base-device/--rl-device, or spread them over several with --device-map auto."
     )
+
+
+def _rows_fitting(monkeypatch, lab, rows: int) -> None:
+    """Make the models' decoders run out of memory on more than `rows` rows, when decoding
+    (with a cache)."""
+    for model in lab[0].values():
+        decoder = model.get_decoder()
+        real = decoder.forward
+
+        def forward(*args, real=real, **kwargs):
+            if kwargs.get("use_cache") and kwargs["input_ids"].shape[0] > rows:
+                raise torch.cuda.OutOfMemoryError("CUDA out of memory (injected by the test)")
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(decoder, "forward", forward)
+
+
+def test_the_speculative_decoder_restarts_the_rows_in_flight_at_half_the_capacity(
+    lab, want, monkeypatch
+):
+    _rows_fitting(monkeypatch, lab, rows=4)
+    said = []
+    for policy, params in POLICIES:
+        got, warned = _decode(lab, policy, SPECULATIVE, **params)
+        assert_same_decodes(got, want[policy], policy)
+        said += warned
+    assert len(said) == len(POLICIES), said  # one restart per policy: 8 rows -> 4
+    assert said[0] == (
+        "out of GPU memory decoding 8 sequences: they restart from their first token, 4 at a "
+        "time from now on (the responses already finished are kept); lower --batch-size to "
+        "avoid the recomputation."
+    )
+
+
+def test_the_speculative_decoder_names_a_request_that_does_not_fit_alone(lab, monkeypatch):
+    _rows_fitting(monkeypatch, lab, rows=0)
+    with pytest.raises(DivscopeError, match=r"out of GPU memory decoding prompt_id="):
+        _decode(lab, "base", SPECULATIVE)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 import pyarrow as pa
@@ -325,3 +327,92 @@ def test_reference_on_more_trajectories(pair, tokenizer, top_p, temperature, win
     )
     skipped, compared = _compare_with_reference(table, trajectories, base, rl, top_p, temperature)
     assert skipped <= 0.05 * compared
+
+
+def _padded_batch(vocab: int, seed: int) -> tuple[list[list[int]], list[list[int]]]:
+    """Prompts and responses of uneven lengths: a batch with much right-padding."""
+    g = torch.Generator().manual_seed(seed)
+    sizes = [(7, 12), (1, 3), (3, 1), (12, 9), (2, 5)]
+    prompts = [torch.randint(1, vocab, (p,), generator=g).tolist() for p, _ in sizes]
+    responses = [torch.randint(1, vocab, (r,), generator=g).tolist() for _, r in sizes]
+    return prompts, responses
+
+
+def _masked_hidden(model, prompts, responses, width: int) -> torch.Tensor:
+    """`_response_hidden`'s states as the forward with a padding mask gives them."""
+    inputs = [p + r[:-1] for p, r in zip(prompts, responses, strict=True)]
+    input_ids = torch.zeros(len(inputs), width, dtype=torch.int64)
+    mask = torch.zeros(len(inputs), width, dtype=torch.int64)
+    for i, x in enumerate(inputs):
+        input_ids[i, : len(x)], mask[i, : len(x)] = torch.tensor(x), 1
+    with torch.inference_mode():
+        hidden = model.get_decoder()(input_ids=input_ids, attention_mask=mask).last_hidden_state
+    return torch.cat(
+        [
+            hidden[i, len(p) - 1 : len(p) - 1 + len(r)]
+            for i, (p, r) in enumerate(zip(prompts, responses, strict=True))
+        ]
+    )
+
+
+@pytest.mark.parametrize("model", ["qwen2", "llama", "lab/base", "lab/rl"])
+def test_right_padded_batches_need_no_padding_mask(model):
+    """Without a padding mask, the states at every response position (and so the logits) are
+    the masked forward's, bit for bit in float32 and in float64; in float64 they are also each
+    row's own unpadded forward's at input index prompt_len + t - 1 (the positions line up)."""
+    from transformers import AutoModelForCausalLM
+
+    from divscope.scoring.engine import _response_hidden
+
+    if model.startswith("lab/"):
+        path = Path(__file__).resolve().parents[2] / "fixtures" / model
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    else:
+        model = make_model(model, HEAD_ROWS, seed=0, max_positions=CONTEXT, logit_scale=12.0)
+    prompts, responses = _padded_batch(min(model.config.vocab_size, VOCAB), seed=0)
+    width = 24  # wider than the longest input (20): padding in every row
+    masks = []
+    model.get_decoder().register_forward_pre_hook(
+        lambda module, args, kwargs: masks.append(kwargs.get("attention_mask")), with_kwargs=True
+    )
+    with torch.inference_mode():
+        _response_hidden(model, prompts, responses, width)
+    assert masks == [None]  # the engine's forward: no padding mask
+    for dtype in (torch.float32, torch.float64):
+        model = model.to(dtype)
+        masked = _masked_hidden(model, prompts, responses, width)
+        with torch.inference_mode():
+            hidden = _response_hidden(model, prompts, responses, width)  # [N, d]
+            head = model.get_output_embeddings()
+            assert hidden.dtype == dtype and torch.equal(hidden, masked)
+            assert torch.equal(head(hidden), head(masked))
+    with torch.inference_mode():
+        rows = []
+        for p, r in zip(prompts, responses, strict=True):
+            alone = model.get_decoder()(input_ids=torch.tensor([p + r[:-1]])).last_hidden_state[0]
+            rows.append(alone[len(p) - 1 : len(p) - 1 + len(r)])
+    assert torch.allclose(hidden, torch.cat(rows), atol=1e-12, rtol=0)
+
+
+def test_the_forwards_run_at_once_on_separate_gpus_with_the_same_table(
+    pair, tokenizer, monkeypatch
+):
+    """Where the models sit on separate GPUs the two forwards run on threads of their own
+    (`concurrently`); the table is the one-after-the-other run's (here on the CPU, told that
+    the models are on separate GPUs: the threaded path itself runs)."""
+    from divscope.scoring import engine
+
+    base, rl = pair
+    trajectories = _trajectories(6, seed=9)
+    alone, _ = _score(trajectories, base, rl, tokenizer, batch_tokens=64, chunk_rows=16)
+    calls, concurrently = [], engine.concurrently
+
+    def counted(work):
+        calls.append(len(work))
+        return concurrently(work)
+
+    monkeypatch.setattr(engine, "on_separate_gpus", lambda first, second: True)
+    monkeypatch.setattr(engine, "concurrently", counted)
+    at_once, _ = _score(trajectories, base, rl, tokenizer, batch_tokens=64, chunk_rows=16)
+    assert calls and set(calls) == {2}
+    assert at_once.equals(alone)

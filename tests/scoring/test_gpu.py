@@ -213,3 +213,49 @@ def test_an_output_head_on_another_device_scores_the_same(tmp_path, tokenizer):
         _, tie = reference_row(logits_b, logits_r, None, 0.7, 1.0)
         for name in DISCRETE_COLUMNS:
             assert row[name] == want[row["index"], name] or tie[name], (name, row)
+
+
+def _masked_states(model, prompts, responses, width: int) -> torch.Tensor:
+    """The response positions' states of the forward with a padding mask, as float32."""
+    inputs = [p + r[:-1] for p, r in zip(prompts, responses, strict=True)]
+    ids = torch.zeros(len(inputs), width, dtype=torch.int64)
+    mask = torch.zeros_like(ids)
+    for i, x in enumerate(inputs):
+        ids[i, : len(x)], mask[i, : len(x)] = torch.tensor(x), 1
+    with torch.inference_mode():
+        out = model.get_decoder()(input_ids=ids.cuda(), attention_mask=mask.cuda())
+    return torch.cat([
+        out.last_hidden_state[i, len(p) - 1 : len(p) - 1 + len(r)]
+        for i, (p, r) in enumerate(zip(prompts, responses, strict=True))
+    ]).float()  # fmt: skip
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "llama"])
+def test_right_padded_batches_take_the_flash_kernel_with_the_masked_states(arch):
+    """Without a padding mask SDPA may take its flash kernel (here the only one allowed; it
+    takes no mask). float32: the states at every response position are the masked forward's
+    within 1e-5 (other kernels, other rounding). bfloat16: they are as close to the float32
+    masked states as the bf16 masked forward's are (within 2x its largest error)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from divscope.scoring.engine import _response_hidden
+
+    g = torch.Generator().manual_seed(0)
+    sizes = [(7, 40), (1, 3), (30, 1), (12, 29), (2, 5)]
+    prompts = [torch.randint(1, VOCAB, (p,), generator=g).tolist() for p, _ in sizes]
+    responses = [torch.randint(1, VOCAB, (r,), generator=g).tolist() for _, r in sizes]
+    width = 64  # padding in every row
+    base = make_model(arch, HEAD_ROWS, seed=0, max_positions=CONTEXT, logit_scale=12.0)
+    wide = copy.deepcopy(base).to("cuda")
+    reference = _masked_states(wide, prompts, responses, width)
+    with torch.inference_mode():
+        got = _response_hidden(wide, prompts, responses, width).float()
+    assert torch.allclose(got, reference, atol=1e-5, rtol=0)
+    half = copy.deepcopy(base).to("cuda", torch.bfloat16)
+    masked_error = (_masked_states(half, prompts, responses, width) - reference).abs().max()
+    with torch.inference_mode():
+        unmasked = _response_hidden(half, prompts, responses, width).float()
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            flash = _response_hidden(half, prompts, responses, width).float()
+    for states in (unmasked, flash):
+        assert (states - reference).abs().max() <= 2 * masked_error, (arch, masked_error)
