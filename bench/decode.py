@@ -26,10 +26,12 @@ each timed `--repeats` times (the best kept).
 Per setting: wall time of each decoder and the speed-up; the intervener's forwards and the
 row-positions they computed per emitted token (`DecodeStats.intervener_forwards` and
 `intervener_tokens` over `emitted`), for both; the speculative decoder's occupancy and mean
-draft k; and how many responses differ between the two (any field of `Decoded`; in brackets,
-those whose tokens differ). A difference is float rounding moving a decision (a k-token
-prefill against one-token steps): it is counted, never hidden. Targets (issue 28, CPU): a
-speed-up >= 2x at budgets <= 4 and >= 1.5x unbudgeted, occupancy >= 90% while requests wait.
+draft k; and how many responses differ between the two: in a decision (any field of `Decoded`
+but the float records `switch_js` and `delta_cosine`; in brackets, those whose tokens differ),
+or only in a float record (the same decisions, a value rounded differently). A moved decision
+is float rounding crossing a threshold or a uniform (a k-token prefill against one-token
+steps): it is counted, never hidden. Targets (issue 28, CPU): a speed-up >= 2x at budgets
+<= 4 and >= 1.5x unbudgeted, occupancy >= 90% while requests wait.
 
 `--generate` keeps the earlier comparison: fixed-length decoding (no stop token) with
 `forward` unbudgeted, tokens/s of each decoder against `model.generate` of the base model
@@ -94,12 +96,61 @@ class Setting:
     def cpu_speedup(self) -> float:
         return self.runs["reference"].cpu / self.runs["speculative"].cpu
 
-    def differing(self) -> tuple[int, int]:
-        """Responses that differ between the decoders: in any field, in their tokens."""
-        pairs = list(zip(*(self.runs[d].decoded for d in DECODERS), strict=True))
+    def differences(self) -> Differences:
+        """How the two decoders' responses differ."""
+        return Differences.of(zip(*(self.runs[d].decoded for d in DECODERS), strict=True))
+
+
+FLOAT_RECORDS = ("switch_js", "delta_cosine")
+"""The fields of `Decoded` that record a float; every other field is a decision or its count."""
+
+
+@dataclass(frozen=True)
+class Differences:
+    """Responses of two decoders that differ: in a decision (float rounding moved one: the
+    issue's measurement), or only in a float record (the same decisions, `FLOAT_RECORDS`' values
+    rounded differently)."""
+
+    moved: int
+    """Responses that differ in a decision: any field but the float records."""
+    tokens: int
+    """Of those, the responses whose tokens differ."""
+    records: int
+    """Responses with the same decisions whose float records differ."""
+    largest: float
+    """The largest difference of a float record among those."""
+
+    @staticmethod
+    def of(pairs) -> Differences:
+        """The differences of `(reference, speculative)` pairs of `Decoded`."""
+        moved = tokens = records = 0
+        largest = 0.0
+        for a, b in pairs:
+            if replace(a, switch_js=None, delta_cosine=None) != replace(
+                b, switch_js=None, delta_cosine=None
+            ):
+                moved += 1
+                tokens += a.response_ids != b.response_ids
+            elif a != b:
+                records += 1
+                for field in FLOAT_RECORDS:
+                    for x, y in zip(getattr(a, field) or (), getattr(b, field) or (), strict=True):
+                        if x is not None and y is not None:
+                            largest = max(largest, abs(x - y))
+        return Differences(moved, tokens, records, largest)
+
+    @staticmethod
+    def total(differences: list[Differences]) -> Differences:
+        """The differences of several settings together."""
+        return Differences(
+            sum(d.moved for d in differences), sum(d.tokens for d in differences),
+            sum(d.records for d in differences), max((d.largest for d in differences), default=0),
+        )  # fmt: skip
+
+    def text(self) -> str:
         return (
-            sum(a != b for a, b in pairs),
-            sum(a.response_ids != b.response_ids for a, b in pairs),
+            f"{self.moved} moved a decision ({self.tokens} their tokens), {self.records} a float "
+            f"record only (largest difference {self.largest:.1e})"
         )
 
 
@@ -261,7 +312,8 @@ def budget_text(budget: int) -> str:
 HEADER = (
     f"{'setting':<20} {'mean len':>8} {'sw/tok':>6} | {'ref s':>7} {'spec s':>7} "
     f"{'speed-up':>8} {'target':>6}     {'cpu':>5} | {'fwd/tok ref':>11} {'spec':>5} | "
-    f"{'pos/tok ref':>11} {'spec':>5} | {'occup.':>6} {'draft k':>7} | differ (tokens)"
+    f"{'pos/tok ref':>11} {'spec':>5} | {'occup.':>6} {'draft k':>7} | differ: moved (tokens), "
+    "records"
 )
 
 
@@ -275,18 +327,19 @@ def line(setting: Setting) -> str:
     target_text = "-" if target is None else f">={target:g}x"
     occupancy = spec.stats.occupancy
     occupancy_text = f"{occupancy:.0%}" + ("" if occupancy >= OCCUPANCY else "!")
-    differ, tokens = setting.differing()
+    differ = setting.differences()
 
     def per_token(field: str) -> str:
         ref_value, spec_value = (getattr(r.stats, field) / emitted for r in (ref, spec))
-        return f"{ref_value:>11.2f} {spec_value:>5.2f}"
+        return f"{ref_value:>11.3f} {spec_value:>5.3f}"
 
     return (
         f"{setting.label:<20} {emitted / responses:>8.1f} {switches / emitted:>6.3f} | "
         f"{ref.seconds:>7.2f} {spec.seconds:>7.2f} {setting.speedup:>7.2f}x "
         f"{target_text:>6} {met:<4} {setting.cpu_speedup:>4.2f}x | "
         f"{per_token('intervener_forwards')} | {per_token('intervener_tokens')} | "
-        f"{occupancy_text:>6} {spec.stats.draft:>7.2f} | {differ} ({tokens}) of {responses}"
+        f"{occupancy_text:>6} {spec.stats.draft:>7.2f} | {differ.moved} ({differ.tokens}), "
+        f"{differ.records} of {responses}"
     )
 
 
@@ -294,7 +347,7 @@ def totals(settings: list[Setting]) -> None:
     seconds = {d: sum(s.runs[d].seconds for s in settings) for d in DECODERS}
     cpu = {d: sum(s.runs[d].cpu for s in settings) for d in DECODERS}
     responses = sum(len(s.runs["reference"].decoded) for s in settings)
-    differ = [s.differing() for s in settings]
+    differ = Differences.total([s.differences() for s in settings])
     missed = [
         s.label for s in settings if s.budget in TARGETS and s.speedup < TARGETS[s.budget]
     ] + [
@@ -306,9 +359,8 @@ def totals(settings: list[Setting]) -> None:
         f"all settings: reference {seconds['reference']:.1f} s, speculative "
         f"{seconds['speculative']:.1f} s, {seconds['reference'] / seconds['speculative']:.2f}x "
         f"(CPU time {cpu['reference'] / cpu['speculative']:.2f}x); "
-        f"responses that differ: {sum(d for d, _ in differ)} of {responses} "
-        f"({sum(t for _, t in differ)} in their tokens); "
-        f"targets missed: {', '.join(missed) if missed else 'none'}"
+        f"of {responses} responses, {differ.text()}; targets missed: "
+        f"{', '.join(missed) if missed else 'none'}"
     )
 
 
@@ -329,17 +381,16 @@ def markdown(parts: dict[str, list[Setting]]) -> None:
                 row.append("–")
                 continue
             forwards = [s.runs[d].stats.intervener_forwards / max(s.emitted, 1) for d in DECODERS]
-            row.append(f"{s.speedup:.2f}× ({forwards[0]:.2f} → {forwards[1]:.2f})")
+            row.append(f"{s.speedup:.2f}× ({forwards[0]:.3f} → {forwards[1]:.3f})")
         print(f"| {budget if budget >= 0 else 'unbudgeted'} | " + " | ".join(row) + " |")
     for part, settings in parts.items():
         occupancy = [s.runs["speculative"].stats.occupancy for s in settings]
         draft = [s.runs["speculative"].stats.draft for s in settings]
-        differ = [s.differing() for s in settings]
+        differ = Differences.total([s.differences() for s in settings])
         responses = sum(len(s.runs["reference"].decoded) for s in settings)
         print(
             f"{part}: occupancy {min(occupancy):.0%}–{max(occupancy):.0%}, mean draft k "
-            f"{min(draft):.1f}–{max(draft):.1f}; responses that differ {sum(d for d, _ in differ)} "
-            f"of {responses} ({sum(t for _, t in differ)} in their tokens)"
+            f"{min(draft):.1f}–{max(draft):.1f}; of {responses} responses, {differ.text()}"
         )
 
 
