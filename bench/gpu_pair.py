@@ -20,11 +20,12 @@ ends a response, so rows end at different steps. Per decoder (`DecodeConfig.deco
   (cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize and cudaMemcpy calls),
   kernel launches (launch calls; a CUDA graph launch counts one) and kernels run on the GPU.
 
-Scoring: `--score-rows` trajectories of random ids (64 prompt tokens, responses of 256 to
-1,024 tokens) scored by `divscope.scoring.score_trajectories` with `--batch-tokens` padded
-tokens per batch, against two bare forwards (`model(input_ids)` of base and of rl, the logits
-of every position, no attention mask: right padding reaches no earlier position) over the same
-right-padded batches (the engine's own packing, `scoring.engine._pack`); tokens/s of each.
+Scoring: `--score-rows` trajectories of random ids (64 prompt tokens, responses of a quarter of
+`--score-length` to all of it: `bench/score.py --ragged`'s) scored by
+`divscope.scoring.score_trajectories` (its batches planned for the GPU's free memory), against
+two bare decoder forwards, base's and rl's, over the same right-padded batches, without a
+padding mask (as the engine runs them) and with one (`bench/score.py`'s `padded_forwards`);
+tokens/s of each.
 
 On the CPU (`--device cpu --tiny`) the counts of syncs and kernels are 0: the path runs, to
 check it, not to measure.
@@ -47,8 +48,6 @@ TINY = dict(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, vocab=1_
 """The smoke path's shapes."""
 SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
 """CUDA runtime calls that make the host wait for the device."""
-PROMPT = 64
-"""Prompt tokens of each scored trajectory."""
 
 
 def profiled(run, device: str) -> dict:
@@ -142,62 +141,41 @@ def decoding(args, models, vocab: int) -> None:
 
 
 def scoring(args, models, vocab: int) -> None:
-    """The scoring engine against two bare forwards over the same padded batches."""
-    import numpy as np
-    import pyarrow as pa
-    import torch
+    """The scoring engine against two bare decoder forwards over its own padded batches,
+    without and with a padding mask (`bench/score.py --ragged`'s trajectories and forwards)."""
+    from score import TOP_P, padded_forwards, trajectory
 
-    from divscope.scoring.engine import ScoreConfig, _pack, score_trajectories
+    from divscope.scoring import ScoreConfig, StatsConfig, score_trajectories
     from tests.tinymodels import make_tokenizer
 
-    rng = np.random.default_rng(2)
-    lengths = rng.integers(256, 1025, args.score_rows)
-    rows = [
-        {
-            "prompt_id": f"s{i}",
-            "sample_id": 0,
-            "prompt_ids": ids[:PROMPT],
-            "response_ids": ids[PROMPT:],
-        }
-        for i, n in enumerate(lengths)
-        for ids in [rng.integers(3, vocab, PROMPT + n).tolist()]
-    ]
-    tokens = int(lengths.sum())
+    base, rl = models["base"], models["rl"]
+    frame = trajectory(args.score_length, vocab, args.score_rows, ragged=True)
     tokenizer = make_tokenizer([f"w{i}" for i in range(vocab - 4)])  # 4 specials: `vocab` ids
-    config = ScoreConfig(batch_tokens=args.batch_tokens)
-    score = lambda: score_trajectories(  # noqa: E731
-        pa.Table.from_pylist(rows), models["base"], models["rl"], tokenizer, config,
-        sink=lambda table: None, progress=False,
-    )  # fmt: skip
-    # The engine's batches: inputs are prompt + response[:-1], packed longest first.
-    batches = _pack([PROMPT + int(n) - 1 for n in lengths], args.batch_tokens)
-
-    def forwards() -> None:
-        with torch.inference_mode():
-            for batch in batches:
-                width = max(PROMPT + int(lengths[i]) - 1 for i in batch)
-                ids = torch.zeros(len(batch), width, dtype=torch.int64)
-                for j, i in enumerate(batch):
-                    sequence = rows[i]["prompt_ids"] + rows[i]["response_ids"][:-1]
-                    ids[j, : len(sequence)] = torch.tensor(sequence)
-                ids = ids.to(args.device)
-                for model in models.values():
-                    model(input_ids=ids)
-
-    seconds = {}
-    for name, run in (("forwards", forwards), ("engine", score)):
+    config = ScoreConfig(StatsConfig(top_p=TOP_P))
+    runs = {
+        "engine": lambda: score_trajectories(
+            frame, base, rl, tokenizer, config, sink=lambda table: None, progress=False
+        ),
+        "forwards": lambda: padded_forwards(frame, base, rl, vocab, masked=False),
+        "masked forwards": lambda: padded_forwards(frame, base, rl, vocab, masked=True),
+    }
+    seconds, batches = {}, {}
+    for name, run in runs.items():
         run()  # a warm-up
         synchronize(args.device)
         start = time.perf_counter()
-        run()
+        batches[name] = run()
         synchronize(args.device)
         seconds[name] = time.perf_counter() - start
+    tokens = sum(len(ids) for ids in frame["response_ids"].to_pylist())
+    shape = batches["forwards"]
     print(
-        f"\nscoring: {args.score_rows} trajectories, {tokens:,} response tokens, "
-        f"{len(batches)} batches of up to {args.batch_tokens:,} padded tokens: engine "
-        f"{tokens / seconds['engine']:,.0f} tok/s, two bare forwards "
-        f"{tokens / seconds['forwards']:,.0f} tok/s; engine / forwards "
-        f"{seconds['engine'] / seconds['forwards']:.2f}x the time"
+        f"\nscoring: {args.score_rows} trajectories of 64 prompt and {args.score_length // 4} to "
+        f"{args.score_length} response tokens ({tokens:,} in all), {shape['batches']} padded "
+        f"batches ({shape['padded_share']:.0%} padding); tokens/s: "
+        + ", ".join(f"{name} {tokens / value:,.0f}" for name, value in seconds.items())
+        + f"; the engine takes {seconds['engine'] / seconds['forwards']:.2f}x the two unmasked "
+        "forwards' time"
     )
 
 
@@ -211,7 +189,7 @@ def main() -> None:
     parser.add_argument("--profile-tokens", type=int, default=16)
     parser.add_argument("--eos-share", type=float, default=0.005)
     parser.add_argument("--score-rows", type=int, default=64)
-    parser.add_argument("--batch-tokens", type=int, default=16_384)
+    parser.add_argument("--score-length", type=int, default=1024, help="longest response")
     args = parser.parse_args()
 
     import torch
