@@ -490,8 +490,11 @@ def plan_decoding(
     batch_size: int | None,
     head_dtype: str | None = None,
     placement: Mapping[str, str] | None = None,
+    positions: int = 1,
+    slack: float = 0.0,
 ) -> MemoryPlan | None:
-    """The lockstep decoder's `batch_size` for the memory of each device.
+    """The lockstep decoder's `batch_size` for the memory of each device (any size, not a
+    multiple of 8: the speculative decoder keeps its rows filled).
 
     Args:
         models: every model decoded together, the base model first: the decoder computes
@@ -505,6 +508,10 @@ def plan_decoding(
         head_dtype: `float32`: the heads' float32 copies count too (--head-dtype).
         placement: a device name per model holding all of it (meta-device models); None:
             where their parameters are.
+        positions: positions per row whose logits and statistics are held at once (the
+            speculative decoder's longest draft, plus the step's).
+        slack: the share of masked slots a KV cache may hold besides its valid ones (the
+            speculative decoder's discarded drafts and refilled rows).
 
     Returns:
         The plan, or None where nothing is planned (`batch_size` given, or the CPU without
@@ -531,12 +538,12 @@ def plan_decoding(
             # Each head computes there from its own rows or a copy of them (another device's
             # head, or a float32 one); per step, the logits and the statistics of every row.
             room -= sum(m.head_bytes for m in listed if m.head_copied or m.head != device)
-            steps = decoding_bytes_per_row(vocab) + (longest - prompt) * STEP_BYTES
-        per_row = math.ceil(longest * kv + max(prefill, steps))
+            steps = positions * decoding_bytes_per_row(vocab) + (longest - prompt) * STEP_BYTES
+        per_row = math.ceil(longest * (1.0 + slack) * kv + max(prefill, steps))
         if per_row > room:
             raise _too_small(budget, f"one sequence of {longest:,} tokens", per_row,
                              "or lower --max-new-tokens")  # fmt: skip
-        sizes.append(_round_down(min(room // per_row, MAX_BATCH_SIZE), 8))
+        sizes.append(min(room // per_row, MAX_BATCH_SIZE))
     return MemoryPlan(
         tuple(budgets),
         batch_size=min(sizes),

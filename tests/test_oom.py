@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from divscope.cli import app
 from divscope.decoding.lockstep import DecodeConfig, planned
+from divscope.decoding.speculative import SPECULATIVE_MEMORY
 from divscope.defaults import BATCH_SIZE
 from divscope.errors import DivscopeError
 from divscope.io import read_trajectories
@@ -181,9 +182,16 @@ def test_decode_config_batch_size_is_planned(lab):
         BATCH_SIZE
     )
     config = DecodeConfig(max_new_tokens=20, max_memory=weights + 8 * 2**20)
-    expected = plan_decoding(models, vocab, max_memory=config.max_memory, longest=55,
-                             prompt=35, batch_size=None).batch_size  # fmt: skip
+    common = {"max_memory": config.max_memory, "longest": 55, "prompt": 35, "batch_size": None}
+    # the speculative decoder holds a draft's statistics and masked KV slots besides
+    expected = plan_decoding(models, vocab, **common, **SPECULATIVE_MEMORY).batch_size
     assert planned(config, models, prompts, vocab=vocab, progress=False).batch_size == expected
+    reference = replace(config, decoder="reference")
+    expected_reference = plan_decoding(models, vocab, **common).batch_size
+    assert expected_reference > expected
+    assert planned(reference, models, prompts, vocab=vocab, progress=False).batch_size == (
+        expected_reference
+    )
     kept = DecodeConfig(batch_size=3, max_memory=1)
     assert planned(kept, models, prompts, vocab=vocab, progress=False) is kept
 

@@ -1,6 +1,7 @@
 """The lockstep two-model decoder, its intervention policies and the gate calibration."""
 
-from divscope.decoding.lockstep import DecodeConfig, Decoded, Lockstep, decode
+from divscope.decoding.decoder import DecodeConfig, Decoded, DecodeStats
+from divscope.decoding.lockstep import Lockstep, decode
 from divscope.decoding.policies import POLICIES, Policy, build_policy
 from divscope.decoding.randomness import Stream, inverse_cdf, uniforms
 from divscope.decoding.request import Request
@@ -8,6 +9,7 @@ from divscope.decoding.request import Request
 __all__ = [
     "POLICIES",
     "DecodeConfig",
+    "DecodeStats",
     "Decoded",
     "Lockstep",
     "Policy",

@@ -71,10 +71,16 @@ class GrowingLayer(DynamicLayer):
 
     def batch_select_indices(self, indices: Tensor) -> None:
         if self.is_initialized:
-            self._keys = self._keys[indices]
-            self._values = self._values[indices]
+            self._keys = self._selected(self._keys, indices)
+            self._values = self._selected(self._values, indices)
             self.keys = self._keys[:, :, : self.length]
             self.values = self._values[:, :, : self.length]
+
+    def _selected(self, buffer: Tensor, indices: Tensor) -> Tensor:
+        """`buffer`'s rows `indices`, of which only the filled slots are copied."""
+        kept = buffer.new_empty((indices.shape[0], *buffer.shape[1:]))
+        kept[:, :, : self.length] = buffer[indices, :, : self.length]
+        return kept
 
     def extend_rows(self, keys: Tensor | None, values: Tensor | None, rows: int) -> None:
         """Append `rows` rows whose keys and values (`[rows, H, w, D]`, w <= the filled length;
@@ -85,15 +91,17 @@ class GrowingLayer(DynamicLayer):
                 raise ValueError("extend_rows: keys given to a cache layer not yet written")
             return
         width = 0 if keys is None else keys.shape[-2]
-        new_keys = self._keys.new_zeros((rows, *self._keys.shape[1:]))  # [n, H, capacity, D]
-        new_values = self._values.new_zeros((rows, *self._values.shape[1:]))
-        if width:
-            new_keys[:, :, self.length - width : self.length] = keys
-            new_values[:, :, self.length - width : self.length] = values
-        self._keys = torch.cat([self._keys, new_keys])
-        self._values = torch.cat([self._values, new_values])
-        self.keys = self._keys[:, :, : self.length]
-        self.values = self._values[:, :, : self.length]
+        old, end = self._keys.shape[0], self.length
+        for name, new in (("_keys", keys), ("_values", values)):
+            buffer = getattr(self, name)
+            grown = buffer.new_empty((old + rows, *buffer.shape[1:]))  # [b + n, H, capacity, D]
+            grown[:old, :, :end] = buffer[:, :, :end]  # the filled slots only
+            grown[old:, :, : end - width] = 0.0
+            if width:
+                grown[old:, :, end - width : end] = new
+            setattr(self, name, grown)
+        self.keys = self._keys[:, :, :end]
+        self.values = self._values[:, :, :end]
 
     def gather_slots(self, index: Tensor, keep: Tensor) -> None:
         """Rewrite every row's slots as `index` (`[B, W]` slot indices, per row) picks them; the
@@ -118,9 +126,12 @@ INITIAL_STEPS = 512
 """Tokens after the prompt that a new cache has room for before it first doubles."""
 
 
-def new_cache(model: torch.nn.Module, prompt: int, steps: int) -> Cache | None:
+def new_cache(
+    model: torch.nn.Module, prompt: int, steps: int, limit: int | None = None
+) -> Cache | None:
     """A cache of `GrowingLayer`s for `model`, for prompts of `prompt` tokens and up to `steps`
-    more, or None where some layer is not plain full attention (sliding windows, linear
+    more (room for `INITIAL_STEPS` of them at first; it doubles up to `limit`, default prompt +
+    steps), or None where some layer is not plain full attention (sliding windows, linear
     attention): the model then makes its own cache."""
     config = model.config.get_text_config(decoder=True)
     try:
@@ -130,4 +141,5 @@ def new_cache(model: torch.nn.Module, prompt: int, steps: int) -> Cache | None:
     if not layers or any(type(layer) is not DynamicLayer for layer in layers):
         return None
     capacity = prompt + min(steps, INITIAL_STEPS)
-    return Cache(layers=[GrowingLayer(capacity, prompt + steps) for _ in layers])
+    limit = prompt + steps if limit is None else limit
+    return Cache(layers=[GrowingLayer(capacity, limit) for _ in layers])

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import pyarrow as pa
 
 from divscope.decoding.inputs import Loaded, load, note_length_cap
-from divscope.decoding.lockstep import DecodeConfig, Decoded, decoding_models
+from divscope.decoding.lockstep import DecodeConfig, Decoded, DecodeStats, decoding_models
 from divscope.decoding.policies import Base, Early, Forward, Policy, RandomEffective, Reverse
 from divscope.decoding.request import Request
 from divscope.decoding.settings import Policies, parse_budgets, parse_names
@@ -300,7 +300,8 @@ def cross_sample(
             else {}
         )
         rows = n * sum(costs[u] for u in todo)
-        shared: dict[tuple[str, str | None, int], list[Decoded]] = {}  # see `_shared_key`
+        # see `_shared_key`: the responses and the work counted
+        shared: dict[tuple[str, str | None, int], tuple[list[Decoded], DecodeStats]] = {}
         # forward's n_effective per (eps, budget, prefix, chunk), for random-effective
         effective: dict[tuple[float, int, str | None, int], list[int]] = {}
         with Progress(
@@ -321,17 +322,18 @@ def cross_sample(
                     for sample in range(n)
                 ]
                 key = _shared_key(policy, budget, prefix, unit % len(chunks))
-                decoded = shared.get(key) if key is not None else None
+                decoded, stats = shared.get(key, (None, DecodeStats()))
                 if decoded is None:
                     matched = (policy.params().get("eps"), budget, prefix, unit % len(chunks))
                     decoded = _decode(
-                        loaded, requests, policy, config, switches=effective.get(matched)
-                    )
+                        loaded, requests, policy, config, switches=effective.get(matched),
+                        stats=stats,
+                    )  # fmt: skip
                     if policy == Forward(eps=policy.params().get("eps")):
                         effective[matched] = [d.n_effective for d in decoded]
                     decoded = [_opened(d, opening) for d in decoded]
                     if key is not None:
-                        shared[key] = decoded
+                        shared[key] = decoded, stats
                 texts = loaded.tokenizer.batch_decode(
                     [d.response_ids for d in decoded], skip_special_tokens=True
                 )
@@ -344,7 +346,7 @@ def cross_sample(
                 results = conform(
                     results, CROSS_SAMPLE_ARROW, source="results", what="cross-sample results"
                 )
-                parts.write(unit, results, metadata)
+                parts.write(unit, results, metadata | {"decoder": _decoder_record(config, stats)})
                 bar.update(len(requests))
     if not parts.finish(world):
         return None
@@ -450,19 +452,23 @@ def _decode(
     config: DecodeConfig,
     *,
     switches: Sequence[int] | None = None,
+    stats: DecodeStats | None = None,
 ) -> list[Decoded]:
     """Decode `requests` under `policy`. `early` with a share first decodes the same requests
     under `Base()` (same requests, same batches: exactly the base control's tokens), and gives
     each request the budget `Early.budget_for` that base response's length. `random-effective`
     gives each request forward's `n_effective` as its `switches`: `switches` when the run has
     decoded forward's unit already, else from decoding the requests under `Forward(eps)` first
-    (same requests, same batches: exactly forward's responses at the same budget)."""
+    (same requests, same batches: exactly forward's responses at the same budget). `stats`
+    counts the last decode's work (the policy's own)."""
     from divscope.decoding.lockstep import decode
 
-    def run(requests: list[Request], policy: Policy, config: DecodeConfig) -> list[Decoded]:
+    def run(
+        requests: list[Request], policy: Policy, config: DecodeConfig, stats=None
+    ) -> list[Decoded]:
         return decode(
             loaded.models, requests, policy, config, vocab=loaded.vocab, eos_ids=loaded.stop,
-            pad_id=loaded.pad_id, suppressed=loaded.suppressed,
+            pad_id=loaded.pad_id, suppressed=loaded.suppressed, stats=stats,
         )  # fmt: skip
 
     if isinstance(policy, Early) and policy.share is not None:
@@ -476,7 +482,25 @@ def _decode(
             forward = run(requests, Forward(eps=policy.eps), replace(config, delta_alignment=False))
             switches = [d.n_effective for d in forward]
         requests = [replace(r, switches=k) for r, k in zip(requests, switches, strict=True)]
-    return run(requests, policy, config)
+    return run(requests, policy, config, stats)
+
+
+def _decoder_record(config: DecodeConfig, stats: DecodeStats) -> dict[str, Any]:
+    """A part's metadata `decoder`: which decoder ran its unit and how (the mean draft length k,
+    the occupancy, the other models' forwards per emitted token).
+
+    >>> stats = DecodeStats(emitted=100, intervener_forwards=5, verified_rounds=2, drafted=12)
+    >>> record = _decoder_record(DecodeConfig(), stats)
+    >>> record["decoder"], record["draft"], record["intervener_forwards_per_token"]
+    ('speculative', 6.0, 0.05)
+    """
+    per_token = stats.intervener_forwards / stats.emitted if stats.emitted else 0.0
+    return {
+        "decoder": config.decoder,
+        "draft": stats.draft,
+        "occupancy": stats.occupancy,
+        "intervener_forwards_per_token": per_token,
+    }
 
 
 def _opened(decoded: Decoded, opening: Sequence[int]) -> Decoded:

@@ -32,7 +32,6 @@ the start as two halves, each left-padded to the batch's prompt width (`divscope
 from __future__ import annotations
 
 import operator
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import partial
@@ -52,7 +51,7 @@ from divscope.decoding.decoder import (
 from divscope.decoding.policies import Policy, StepView
 from divscope.decoding.randomness import Stream, uniforms
 from divscope.decoding.request import Request
-from divscope.decoding.speculative import decode_unit, supports
+from divscope.decoding.speculative import SPECULATIVE_MEMORY, decode_unit, supports
 from divscope.defaults import BATCH_SIZE
 from divscope.errors import DivscopeError
 from divscope.memory_plan import announce, plan_decoding
@@ -63,8 +62,10 @@ from divscope.models.head import (
     check_output_head,
 )
 from divscope.models.lengths import context_length, new_token_limits
+from divscope.models.placement import on_own_gpus
+from divscope.models.threads import concurrently
 from divscope.oom import PLACEMENT_ADVICE, halving
-from divscope.progress import Progress
+from divscope.progress import Progress, note
 
 CHECK_EVERY = 8
 """Steps between two looks for finished rows (each look reads a copy made the step before)."""
@@ -137,14 +138,23 @@ class Lockstep:
             name: new_cache(model, width, max_new_tokens) for name, model in self.models.items()
         }
         self.logits: dict[str, Tensor] = {}
+        self.concurrent = on_own_gpus(self.models)
         for name in self.models:
             self._forward(name, input_ids, positions)
 
     def advance(self, tokens: Tensor) -> None:
-        """Feed `tokens` (`[B]`, one per row) to every model."""
+        """Feed `tokens` (`[B]`, one per row) to every model (at once where each has GPUs of
+        its own: `on_own_gpus`)."""
         self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], dim=1)  # [B, S+1]
-        for name in self.models:
-            self._forward(name, tokens[:, None], self.next_position)
+        calls = [
+            partial(self._forward, name, tokens[:, None], self.next_position)
+            for name in self.models
+        ]
+        if self.concurrent:
+            concurrently(calls, inference=True)
+        else:
+            for call in calls:
+                call()
         self.next_position = self.next_position + 1
 
     def select(self, rows: Tensor) -> None:
@@ -266,8 +276,7 @@ def decode(
         reason = supports(used)
         if reason is not None:
             speculative = False
-            if progress:
-                print(f"the reference decoder runs: {reason}", file=sys.stderr)
+            note(f"the reference decoder runs ({reason})", enabled=progress)
     if speculative:
         with torch.inference_mode():
             return decode_unit(
@@ -358,6 +367,7 @@ def planned(
         models, vocab, max_memory=config.max_memory, batch_size=None,
         longest=max((n + limit for n, limit in zip(lengths, limits, strict=True)), default=1),
         prompt=max(lengths, default=1), head_dtype=config.head_dtype,
+        **(SPECULATIVE_MEMORY if config.decoder == "speculative" else {}),
     )  # fmt: skip
     announce(memory, enabled=progress)
     return replace(config, batch_size=BATCH_SIZE if memory is None else memory.batch_size)

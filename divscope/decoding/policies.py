@@ -192,6 +192,13 @@ class Policy:
         """The policy's parameters, as results columns."""
         return asdict(self)
 
+    def positionwise(self) -> bool:
+        """Whether `propose` only reads `state`, so that its proposal at a position depends on
+        that position's view alone: the speculative decoder then proposes at all of a round's
+        drafted positions in one call. Policies that carry state from step to step (a count, a
+        history, a pending entropy) return False and are asked position by position."""
+        return True
+
     records_js: ClassVar[bool] = False
     """Whether the decoder records the step's `js` at each switch (`Decoded.switch_js`)."""
 
@@ -340,6 +347,10 @@ class _Intervention(Policy):
             state["pending"] = torch.full_like(u_response, torch.nan, dtype=torch.float32)
         return state
 
+    def positionwise(self) -> bool:
+        """False for the entropy-matched stratum (its pending entropies)."""
+        return self.stratum != "entropy-matched"
+
     def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
         primary, intervener = view.draw(self.primary), view.draw(self.intervener)
         if self.map_table is not None:
@@ -441,6 +452,10 @@ class RandomEffective(Policy):
                 "cross-sample` beside forward, which decodes forward first."
             )
         return {"owed": torch.tensor([r.switches for r in requests], dtype=torch.int64)}
+
+    def positionwise(self) -> bool:
+        """False: the switches still owed."""
+        return False
 
     def propose(self, view: StepView, state: dict[str, Tensor]) -> Proposal:
         primary, intervener = view.draw("base"), view.draw("rl")
@@ -564,6 +579,10 @@ class Gated(Policy):
         given = [f"{k}={v!r}" for k, v in self.params().items()]
         given += ["budget_sweep=True"] if self.budget_sweep else []
         return f"{type(self).__name__}({', '.join(given)})"
+
+    def positionwise(self) -> bool:
+        """False: the history of scores."""
+        return False
 
     def score(self, view: StepView) -> Tensor:
         """`[B]` the gated score s_t."""

@@ -44,6 +44,9 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import fields, is_dataclass
+from functools import partial
+from typing import Any
 
 import numpy as np
 import torch
@@ -57,16 +60,25 @@ from divscope.decoding.request import Request
 from divscope.errors import DivscopeError, warn
 from divscope.models.compat import CACHE, cached
 from divscope.models.head import OutputHead
+from divscope.models.placement import on_own_gpus
+from divscope.models.threads import concurrently
 from divscope.oom import release_memory
 from divscope.progress import Progress
-from divscope.scoring.metrics import truncate
+from divscope.scoring.metrics import Truncated, truncate
 
-DRAFT_LENGTHS: tuple[int, ...] = (1, 2, 4, 8, 16)
+DRAFT_LENGTHS: tuple[int, ...] = (1, 2, 4, 8)
 """The draft lengths k a round may take (`draft_length`)."""
 ALONE_ROUND = 8
 """Steps per round when no row needs the other models (between two looks for finished rows)."""
 PRIOR_BREAKS, PRIOR_POSITIONS = 1, 16
 """The prior of the break rate (`draft_length`): one break in 16 positions."""
+COMPACT_AT = 1 / 4
+"""A model's cache is compacted once its masked slots exceed this share of the longest row's
+valid ones (and 16 slots)."""
+SPECULATIVE_MEMORY = {"positions": 2 * max(DRAFT_LENGTHS) + 1, "slack": COMPACT_AT}
+"""What the memory plan adds for this decoder (`memory_plan.plan_decoding`): per row, the
+logits and statistics of a draft's positions for the primary and the verifying models, and the
+masked KV slots a cache may hold before it is compacted."""
 MASKED_ATTENTION = ("sdpa", "eager")
 """Attention implementations that take the decoder's prebuilt 4-D masks."""
 
@@ -91,7 +103,7 @@ def draft_length(breaks: int, positions: int, verifiers: int) -> int:
     verified, with the prior `PRIOR_BREAKS` in `PRIOR_POSITIONS`).
 
     >>> draft_length(0, 1000, 1), draft_length(200, 1000, 1), draft_length(900, 1000, 2)
-    (16, 2, 1)
+    (8, 2, 1)
     """
     q = (breaks + PRIOR_BREAKS) / (positions + PRIOR_POSITIONS)
 
@@ -99,6 +111,22 @@ def draft_length(breaks: int, positions: int, verifiers: int) -> int:
         return (1.0 - (1.0 - q) ** k) / q / (k + verifiers)
 
     return max(DRAFT_LENGTHS, key=rate)
+
+
+def _stacked(parts: Sequence[Truncated]) -> Truncated | None:
+    """The rows of `parts` one after the other, or None where their windows differ in width."""
+    if len({part.ids.shape[1] for part in parts}) != 1:
+        return None
+
+    def cat(values: Sequence[Any]) -> Any:
+        if is_dataclass(values[0]):
+            kinds = fields(values[0])
+            return type(values[0])(
+                **{f.name: cat([getattr(v, f.name) for v in values]) for f in kinds}
+            )
+        return torch.cat(list(values))
+
+    return cat(parts)
 
 
 class _Model:
@@ -183,7 +211,7 @@ class _Model:
                 ids[i, width - n :] = torch.tensor(prompt[:-1])
                 mask[i, width - n :] = 1
         positions = (mask.cumsum(-1) - 1).clamp_min(0)
-        cache = new_cache(self.model, width, self.limit)
+        cache = new_cache(self.model, width, ALONE_ROUND * max(DRAFT_LENGTHS), self.limit)
         out = self.model.get_decoder()(
             input_ids=ids.to(self.device),
             attention_mask=mask.to(self.device),
@@ -237,6 +265,7 @@ class _Unit:
         self.vocab, self.suppressed, self.eos_ids = vocab, list(suppressed), list(eos_ids)
         self.source = dict(models)
         self.others = [name for name in models if name != policy.primary]
+        self.concurrent = on_own_gpus({name: models[name] for name in self.others})
         self.width = max(self.limits) + max(DRAFT_LENGTHS)  # steps a draft can reach
         self.capacity = capacity
         self.device = device
@@ -470,8 +499,74 @@ class _Unit:
             if not rows.size:
                 continue
             most = int(rows.max())
-            if model.valid.shape[1] > 2 * most + max(DRAFT_LENGTHS):
+            if model.valid.shape[1] - most > max(COMPACT_AT * most, 16):
                 model.compact(most)
+
+    def _verify_at_once(
+        self, rows, verified, k, drafts, logits, truncated_r
+    ) -> tuple[Tensor, Tensor]:
+        """`_verify` for a `Policy.positionwise` policy: one proposal over the `k r` positions
+        (rows j-major), then each row's budget and first break, as the position-by-position
+        loop finds them."""
+        policy, sampling, dev = self.policy, self.config.sampling, self.device
+        r = rows.shape[0]
+        flat = {m: value.transpose(0, 1).reshape(k * r, -1) for m, value in logits.items()}
+        t = self.t[rows]
+        steps = t[:, None] + torch.arange(k, device=dev)  # [r, k]
+        host = torch.from_numpy(self.host_t[verified])
+        host_steps = (host[None, :] + torch.arange(k)[:, None]).reshape(-1)
+
+        def gather(stream: Stream) -> Tensor:
+            return self.u[stream][rows].gather(1, steps).transpose(0, 1).reshape(-1)  # [k r]
+
+        view = StepView(
+            flat, gather(Stream.SAMPLE), gather(Stream.SWITCH), sampling, host_steps,
+            gather(Stream.PRIMARY),
+        )  # fmt: skip
+        drafted = _stacked(truncated_r)  # the primary's, as the drafts drew from it
+        if drafted is not None:
+            view._truncated[(policy.primary, self.pconf)] = drafted
+        view.truncate_together([m for m in policy.drawn if (m, sampling) not in view._truncated])
+        state = {
+            key: value[rows.to(value.device)].repeat(k, *([1] * (value.dim() - 1)))
+            for key, value in self.state.items()
+        }
+        proposal = policy.propose(view, state)
+
+        def grid(value: Tensor) -> Tensor:
+            return value.reshape(k, r).transpose(0, 1)  # [r, k]
+
+        token = grid(proposal.primary)
+        switch = torch.zeros(r, k, dtype=torch.bool, device=dev)
+        if proposal.want is not None:
+            want = grid(proposal.want)
+            left = self.budget[rows] - self.nsw[rows]  # [r]
+            switch = want & (want.long().cumsum(1) <= left[:, None])
+            token = torch.where(switch, grid(proposal.intervener), token)
+        ahead = torch.arange(k, device=dev)
+        stop = (
+            (token != drafts) | torch.isin(token, self.eos) | (steps + 1 >= self.limit[rows, None])
+        )  # [r, k]
+        accepted = torch.where(stop.any(1), stop.to(torch.int8).argmax(1) + 1, k)  # [r]
+        active = ahead[None, :] < accepted[:, None]  # [r, k]
+        req = self.req[rows, None].expand(r, k)
+        where = (req, steps)
+        if proposal.want is not None:
+            switch &= active
+            independent = grid(view.independent(policy.primary, policy.primary_config(view)))
+            intervener, primary = grid(proposal.intervener), grid(proposal.primary)
+            self.effective.index_add_(0, req[:, 0], (switch & (intervener != independent)).sum(1))
+            self.coupled.index_add_(0, req[:, 0], (switch & (intervener != primary)).sum(1))
+            self.nsw = self.nsw.index_put((rows,), self.nsw[rows] + switch.sum(1))
+            self.switched[where] = torch.where(active, switch, self.switched[where])
+            primary = primary.to(torch.int32)
+            self.primary[where] = torch.where(active, primary, self.primary[where])
+        if self.js is not None:
+            self.js[where] = torch.where(active, grid(view.js.float()), self.js[where])
+        if self.delta is not None:
+            cosine = grid(delta_cosine(view.logits))
+            self.delta[where] = torch.where(active, cosine, self.delta[where])
+        return accepted, token
 
     def _verify(self, rows, verified, k, drafts, logits_r, truncated_r) -> tuple[Tensor, Tensor]:
         """The policy's decisions at the k drafted positions of the verified `rows` (`[r]`):
@@ -481,10 +576,15 @@ class _Unit:
         inputs = torch.cat([self.nxt[rows, None], drafts[:, : k - 1]], dim=1)  # [r, k]
         positions = self.pos[rows, None] + torch.arange(k, device=dev)  # [r, k]
         logits = {policy.primary: torch.stack(logits_r, dim=1)}  # [r, k, V]
-        for name in self.others:
-            logits[name] = self.models[name].forward(inputs, positions)
+        calls = [partial(self.models[name].forward, inputs, positions) for name in self.others]
+        if self.concurrent:  # each on GPUs of its own
+            logits.update(zip(self.others, concurrently(calls, inference=True), strict=True))
+        else:
+            logits.update((name, call()) for name, call in zip(self.others, calls, strict=True))
         self.stats.intervener_forwards += len(self.others)
         self.stats.intervener_tokens += len(self.others) * r * k
+        if policy.positionwise():
+            return self._verify_at_once(rows, verified, k, drafts, logits, truncated_r)
         # The sampled distributions of every position at once (one host sync), j-major rows.
         preset = self.pconf == sampling
         drawn = [m for m in policy.drawn if not (m == policy.primary and preset)]

@@ -4,6 +4,7 @@ maps, and the one dtype every model of a run is loaded in."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import combinations
 from typing import Any
 
 from divscope.errors import DivscopeError
@@ -190,3 +191,11 @@ def on_separate_gpus(first, second) -> bool:
     devices = [{p.device for p in model.parameters()} for model in (first, second)]
     gpus = all(device.type == "cuda" for placed in devices for device in placed)
     return gpus and not devices[0] & devices[1]
+
+
+def on_own_gpus(models: Mapping[str, Any]) -> bool:
+    """Whether there are several `models`, each on GPUs that no other uses (`on_separate_gpus`
+    pairwise): their forwards of a step then run at once."""
+    return len(models) > 1 and all(
+        on_separate_gpus(a, b) for a, b in combinations(models.values(), 2)
+    )

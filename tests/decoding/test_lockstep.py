@@ -1,8 +1,11 @@
 """The lockstep decoder: KV-cache exactness, the coupled-randomness invariants, batch-size
 independence, the switch bookkeeping, and a cross-check of every policy gate against the
-teacher-forced scoring engine."""
+teacher-forced scoring engine; the decoder's tests run on both decoders (`DecodeConfig.decoder`:
+the speculative one and the step-by-step reference)."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import polars as pl
 import pytest
@@ -33,6 +36,22 @@ def models():
         "rast_base": make_model("llama", vocab_size=48, seed=2),
         "rast_rl": make_model("llama", vocab_size=48, seed=3),
     }
+
+
+@pytest.fixture(params=("reference", "speculative"))
+def decoder(request) -> str:
+    """Each decoder (`DecodeConfig.decoder`): the invariants hold on both."""
+    return request.param
+
+
+@pytest.fixture
+def run(models, decoder):
+    """`_run` with the models and `decoder`."""
+
+    def run(policy, requests, config=CONFIG, **params):
+        return _run(models, policy, requests, replace(config, decoder=decoder), **params)
+
+    return run
 
 
 def _requests(budgets=(-1,), samples=3):
@@ -69,26 +88,26 @@ def test_kv_cached_step_logits_equal_a_full_forward_float64(models):
             models[name].float()
 
 
-def test_budget_zero_forward_reproduces_base_sampling(models):
-    base = _run(models, "base", _requests())
-    forward = _run(models, "forward", _requests(budgets=(0,)), eps=-1.0)
+def test_budget_zero_forward_reproduces_base_sampling(run):
+    base = run("base", _requests())
+    forward = run("forward", _requests(budgets=(0,)), eps=-1.0)
     assert _tokens(forward) == _tokens(base)
     assert all(d.n_switches == 0 for d in forward)
 
 
-def test_unlimited_forward_with_negative_eps_reproduces_rl_sampling(models):
-    rl = _run(models, "rl", _requests())
-    forward = _run(models, "forward", _requests(budgets=(-1,)), eps=-1.0)
+def test_unlimited_forward_with_negative_eps_reproduces_rl_sampling(run):
+    rl = run("rl", _requests())
+    forward = run("forward", _requests(budgets=(-1,)), eps=-1.0)
     assert _tokens(forward) == _tokens(rl)
     assert all(d.n_switches == len(d.response_ids) for d in forward)
-    assert _tokens(rl) != _tokens(_run(models, "base", _requests()))
+    assert _tokens(rl) != _tokens(run("base", _requests()))
 
 
-def test_reverse_is_the_mirror_of_forward(models):
-    rl = _run(models, "rl", _requests())
-    base = _run(models, "base", _requests())
-    assert _tokens(_run(models, "reverse", _requests(budgets=(0,)), eps=-1.0)) == _tokens(rl)
-    assert _tokens(_run(models, "reverse", _requests(budgets=(-1,)), eps=-1.0)) == _tokens(base)
+def test_reverse_is_the_mirror_of_forward(run):
+    rl = run("rl", _requests())
+    base = run("base", _requests())
+    assert _tokens(run("reverse", _requests(budgets=(0,)), eps=-1.0)) == _tokens(rl)
+    assert _tokens(run("reverse", _requests(budgets=(-1,)), eps=-1.0)) == _tokens(base)
 
 
 @pytest.mark.parametrize(
@@ -103,40 +122,40 @@ def test_reverse_is_the_mirror_of_forward(models):
         ("gated", {"tau": -1.0, "lam": 0.0}, "rl"),
     ],
 )
-def test_degenerate_parameters_reproduce_a_single_model(models, policy, params, same_as):
-    expected = _run(models, same_as, _requests())
-    assert _tokens(_run(models, policy, _requests(), **params)) == _tokens(expected)
+def test_degenerate_parameters_reproduce_a_single_model(run, policy, params, same_as):
+    expected = run(same_as, _requests())
+    assert _tokens(run(policy, _requests(), **params)) == _tokens(expected)
 
 
-def test_rast_with_weight_steers_away_from_base(models):
-    base = _run(models, "base", _requests())
-    rast = _run(models, "rast", _requests(), lam=2.0)
+def test_rast_with_weight_steers_away_from_base(run):
+    base = run("base", _requests())
+    rast = run("rast", _requests(), lam=2.0)
     assert _tokens(rast) != _tokens(base)
     assert all(d.n_switches == len(d.response_ids) for d in rast)
     assert any(d.n_effective > 0 for d in rast)
 
 
-def test_mixture_chooses_per_response(models):
-    mixed = _run(models, "mixture", _requests(samples=8), alpha=0.5)
+def test_mixture_chooses_per_response(run):
+    mixed = run("mixture", _requests(samples=8), alpha=0.5)
     chose_rl = {d.n_switches == len(d.response_ids) for d in mixed}
     assert chose_rl == {True, False}
     assert all(d.n_switches in (0, len(d.response_ids)) for d in mixed)
 
 
 @pytest.mark.parametrize("policy,params", [("forward", {"eps": 0.1}), ("random", {"rate": 0.3})])
-def test_results_do_not_depend_on_batch_size_or_order(models, policy, params):
+def test_results_do_not_depend_on_batch_size_or_order(run, policy, params):
     requests = _requests(budgets=(0, 2, -1))
-    reference = _run(models, policy, requests, **params)
+    reference = run(policy, requests, **params)
     for batch_size in (1, 4, 64):
         config = DecodeConfig(**{**CONFIG.__dict__, "batch_size": batch_size})
-        assert_same_decodes(_run(models, policy, requests, config, **params), reference)
-    reversed_run = _run(models, policy, requests[::-1], **params)
+        assert_same_decodes(run(policy, requests, config, **params), reference)
+    reversed_run = run(policy, requests[::-1], **params)
     assert_same_decodes(reversed_run[::-1], reference)
 
 
-def test_switch_bookkeeping(models):
+def test_switch_bookkeeping(run):
     budgets = (0, 1, 2, 4, -1)
-    decoded = _run(models, "forward", _requests(budgets=budgets), eps=0.05)
+    decoded = run("forward", _requests(budgets=budgets), eps=0.05)
     for request, d in zip(_requests(budgets=budgets), decoded, strict=True):
         assert d.n_switches == len(d.switch_positions)
         assert request.budget < 0 or d.n_switches <= request.budget
@@ -173,14 +192,14 @@ def _rows(table, request):
 
 @pytest.mark.parametrize("temperature,top_p,eps", [(1.0, 0.7, 0.22), (0.7, 0.9, 0.08)])
 def test_forward_switches_exactly_where_the_scoring_engine_sees_js_above_eps(
-    models, temperature, top_p, eps
+    models, run, temperature, top_p, eps
 ):
     """eps near the median JS of these models at each setting, so both cases occur."""
     sampling = StatsConfig(temperature=temperature, top_p=top_p)
     config = DecodeConfig(sampling, max_new_tokens=12, batch_size=7)
     tolerance = 1e-5
     requests = _requests(budgets=(3, -1))
-    decoded = _run(models, "forward", requests, config, eps=eps)
+    decoded = run("forward", requests, config, eps=eps)
     table = _scored(models, requests, decoded, config)
     checked_switches = checked_others = 0
     for request, d in zip(requests, decoded, strict=True):
@@ -198,9 +217,9 @@ def test_forward_switches_exactly_where_the_scoring_engine_sees_js_above_eps(
     assert checked_switches > 10 and checked_others > 10
 
 
-def test_rl_replace_emits_the_rl_argmax_at_every_disagreement(models):
+def test_rl_replace_emits_the_rl_argmax_at_every_disagreement(models, run):
     requests = _requests()
-    decoded = _run(models, "rl-replace", requests)
+    decoded = run("rl-replace", requests)
     table = _scored(models, requests, decoded)
     disagreements = 0
     for request, d in zip(requests, decoded, strict=True):
@@ -214,12 +233,12 @@ def test_rl_replace_emits_the_rl_argmax_at_every_disagreement(models):
 
 
 @pytest.mark.parametrize("policy,column", [("gated", "ce_base_rl"), ("entropy", "entropy_base")])
-def test_dual_gate_matches_its_definition_on_scored_sequences(models, policy, column):
+def test_dual_gate_matches_its_definition_on_scored_sequences(models, run, policy, column):
     requests = _requests()
     window, lam = 3, 1.05
-    scores = _scored(models, requests, _run(models, "base", requests))[column]
+    scores = _scored(models, requests, run("base", requests))[column]
     tau = float(scores.quantile(0.5))
-    decoded = _run(models, policy, requests, tau=tau, lam=lam, window=window)
+    decoded = run(policy, requests, tau=tau, lam=lam, window=window)
     table = _scored(models, requests, decoded)
     for request, d in zip(requests, decoded, strict=True):
         s = _rows(table, request)[column].to_list()
@@ -251,7 +270,7 @@ def test_missing_model_is_refused(models):
         ("mixture", {"alpha": 0.5}, (7, 64)),
     ],
 )
-def test_dropping_finished_rows_changes_no_token(models, policy, params, batch_sizes):
+def test_dropping_finished_rows_changes_no_token(models, decoder, policy, params, batch_sizes):
     """Rows that finish leave the batch and the KV caches; every other row's tokens, switches
     and finish flags are those of a run that keeps all rows to the end, at batch sizes 1, 7
     and 64 (two stop tokens, so that rows finish at many different steps)."""
@@ -266,8 +285,9 @@ def test_dropping_finished_rows_changes_no_token(models, policy, params, batch_s
     for batch_size in batch_sizes:
         for drop in (True, False):
             config = DecodeConfig(
-                CONFIG.sampling, max_new_tokens=30, batch_size=batch_size, drop_finished=drop
-            )
+                CONFIG.sampling, max_new_tokens=30, batch_size=batch_size, drop_finished=drop,
+                decoder=decoder,
+            )  # fmt: skip
             runs[batch_size, drop] = decode(
                 models, requests, policy_object, config, vocab=VOCAB, eos_ids=stops
             )
@@ -279,22 +299,21 @@ def test_dropping_finished_rows_changes_no_token(models, policy, params, batch_s
         assert_same_decodes(decoded, reference, key)
 
 
-def test_default_length_is_capped_by_each_prompt_and_the_context(models):
+def test_default_length_is_capped_by_each_prompt_and_the_context(run):
     """No --max-new-tokens: 8,000 capped, prompt by prompt, by the context (64 tokens)."""
     config = DecodeConfig(CONFIG.sampling, batch_size=4, seed=3)
-    decoded = _run(models, "forward", _requests(), config, eps=0.1)
+    decoded = run("forward", _requests(), config, eps=0.1)
     for request, d in zip(_requests(), decoded, strict=True):
         room = 64 - len(request.prompt_ids)
         assert len(d.response_ids) <= room
         assert d.finished or len(d.response_ids) == room
 
 
-def test_suppressed_tokens_are_never_emitted(models):
+def test_suppressed_tokens_are_never_emitted(run):
     """Ids masked out (special tokens the tokenizers do not share) are never drawn."""
-    common = [t for d in _run(models, "forward", _requests(), eps=0.1) for t in d.response_ids]
+    common = [t for d in run("forward", _requests(), eps=0.1) for t in d.response_ids]
     banned = sorted({t for t in common if t not in EOS})[:5]
-    decoded = decode(models, _requests(), build_policy("forward", eps=0.1), CONFIG,
-                     vocab=VOCAB, eos_ids=EOS, suppressed=banned)  # fmt: skip
+    decoded = run("forward", _requests(), suppressed=banned, eps=0.1)
     assert not {t for d in decoded for t in d.response_ids} & set(banned)
 
 
