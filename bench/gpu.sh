@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# Every GPU check in one go, on a machine with one CUDA GPU, in under 10 minutes:
+# Every GPU check in one go, on a machine with one CUDA GPU (an H200: about 31 GB of it for
+# the 7B-shaped pair), in at most 9 minutes (the steps' limits and grace periods add up to it):
 #   1. the GPU test suite (python -m pytest -m gpu): CUDA bf16 scoring against the float64
 #      reference, a split device map, lockstep decoding invariants, each model on its own
 #      GPU (tests/test_gpu_placement.py; both on cuda:0 with one GPU), vLLM where installed;
 #   2. bench/score.py --device cuda: the scoring engine vs the naive path and bare forwards;
-#   3. bench/decode.py --device cuda: forward cross-sampling vs model.generate, on a random
-#      Llama, on a Qwen-sized vocabulary and on the lab models.
+#   3. bench/decode.py --device cuda --quick: the speculative decoder against the reference
+#      (wall time, intervener forwards per token, occupancy, responses that differ) on the
+#      lab's grid and on a random 20M pair;
+#   4. bench/gpu_pair.py: a 7B-shaped bf16 pair built on the GPU (Qwen2.5-7B's shapes, random
+#      weights, no download): pair-tokens/s of each decoder, ms, host syncs, kernel launches
+#      and kernels per step; the scoring engine against two bare forwards on the same padded
+#      batches.
 #
 #   bash bench/gpu.sh                 # from the repository root; OUT=dir keeps each step's log
 #
@@ -62,7 +68,7 @@ step() {
     shift 2
     local log="$LOGS/$name.log" start=$SECONDS status last line
     echo "== $name: $*"
-    timeout --signal=INT --kill-after=15 "$limit" "$@" 2>&1 | tee "$log"
+    timeout --signal=INT --kill-after=10 "$limit" "$@" 2>&1 | tee "$log"
     status=${PIPESTATUS[0]}
     last=$(grep -v '^[[:space:]]*$' "$log" | tail -n 1 | cut -c1-120)
     last=${last:-no output}
@@ -79,14 +85,12 @@ step() {
     SUMMARY+=("$line")
 }
 
-step 01-pytest-gpu 240 "$PYTHON" -m pytest -m gpu -q -p no:cacheprovider
-step 02-bench-score 150 "$PYTHON" bench/score.py --device cuda --lengths 512 2048 \
+# Limits: 150 + 80 + 90 + 170 s, each with 10 s of grace after the interrupt: 530 s at most.
+step 01-pytest-gpu 150 "$PYTHON" -m pytest -m gpu -q -p no:cacheprovider
+step 02-bench-score 80 "$PYTHON" bench/score.py --device cuda --lengths 512 2048 \
     --naive-lengths 512 --responses 4 --threads 4
-step 03-bench-decode-random 60 "$PYTHON" bench/decode.py --device cuda --batches 1 8 32
-step 04-bench-decode-qwen-vocab 60 "$PYTHON" bench/decode.py --device cuda --vocab 151936 \
-    --hidden 1024 --layers 8 --batches 1 8 32
-step 05-bench-decode-lab 60 "$PYTHON" bench/decode.py --device cuda --models fixtures/lab \
-    --batches 1 8 32 --new-tokens 48
+step 03-bench-decode 90 "$PYTHON" bench/decode.py --device cuda --quick
+step 04-bench-7b-pair 170 "$PYTHON" bench/gpu_pair.py --device cuda
 
 echo "== summary (logs in $LOGS)"
 printf '%s\n' "${SUMMARY[@]}" | tee "$LOGS/summary.log"
