@@ -63,8 +63,9 @@ class DecodeConfig:
     """The chat template and a system prompt, applied with the base tokenizer (a `messages`
     column is always templated)."""
     drop_finished: Annotated[bool, LIBRARY_ONLY] = True
-    """Drop finished rows from the batch and the caches; False keeps them to the end (same
-    tokens, slower: for tests and benchmarks)."""
+    """The reference decoder: drop finished rows from the batch and the caches; False keeps
+    them to the end (same tokens, slower: for tests and benchmarks). The speculative decoder
+    always replaces them."""
     decoder: DecoderName = "speculative"
     """speculative: the primary model drafts a few tokens, the other models check them in one
     forward, and rows finished or out of budget make room for waiting ones (the same tokens,

@@ -1,5 +1,9 @@
 """The batched lockstep decoder: several causal LMs advance over one token stream.
 
+`decode` runs the speculative decoder (`divscope.decoding.speculative`, the default) or this
+module's step-by-step one (`--decoder reference`, what the other is tested against); the rest
+of this docstring describes the reference.
+
 Each batch of requests is left-padded (attention mask, position ids counted from each row's
 first real token) and prefilled once per model; then, per step, every model turns its KV cache
 and the emitted token into the next-token logits, a policy proposes, the decoder emits, and all

@@ -83,6 +83,11 @@ MASKED_ATTENTION = ("sdpa", "eager")
 """Attention implementations that take the decoder's prebuilt 4-D masks."""
 
 
+def _attention(model: torch.nn.Module) -> str:
+    """The model's attention implementation (transformers' name; eager where unset)."""
+    return getattr(model.config, "_attn_implementation", None) or "eager"
+
+
 def supports(models: Mapping[str, torch.nn.Module]) -> str | None:
     """None where every model can decode here, else why not (the reference decoder then runs):
     each needs plain full-attention layers (`cache.new_cache`) and an attention that takes a
@@ -90,7 +95,7 @@ def supports(models: Mapping[str, torch.nn.Module]) -> str | None:
     for name, model in models.items():
         if new_cache(model, 1, 1) is None:
             return f"{name}: some layers are not plain full attention"
-        attention = getattr(model.config, "_attn_implementation", None) or "eager"
+        attention = _attention(model)
         if attention not in MASKED_ATTENTION:
             return f"{name}: attention {attention!r} takes no prebuilt 4-D mask"
     return None
@@ -111,6 +116,11 @@ def draft_length(breaks: int, positions: int, verifiers: int) -> int:
         return (1.0 - (1.0 - q) ** k) / q / (k + verifiers)
 
     return max(DRAFT_LENGTHS, key=rate)
+
+
+def _column(value: Tensor) -> Tensor:
+    """`[r]` as `[r, 1]`: one position's values as `_Unit._record` takes them."""
+    return value[:, None]
 
 
 def _stacked(parts: Sequence[Truncated]) -> Truncated | None:
@@ -137,7 +147,7 @@ class _Model:
     def __init__(self, model, head: OutputHead, suppressed: Tensor, limit: int) -> None:
         self.model, self.head, self.suppressed, self.limit = model, head, suppressed, limit
         self.device = model.get_input_embeddings().weight.device
-        self.eager = (getattr(model.config, "_attn_implementation", None) or "eager") == "eager"
+        self.eager = _attention(model) == "eager"
         self.dtype = model.get_input_embeddings().weight.dtype
         self.cache = new_cache(model, 1, limit)
         self.valid = torch.zeros(0, 0, dtype=torch.bool, device=self.device)  # [b, cursor]
@@ -441,8 +451,8 @@ class _Unit:
         index = (self.req[:, None], steps)
         self.tokens[index] = torch.where(taken, emitted, self.tokens[index])
         primary.reject(taken)
-        for name in self.others:
-            if verified.size:
+        if verified.size:
+            for name in self.others:
                 self.models[name].reject(taken[rows])
         finished = (torch.isin(emitted, self.eos) & taken).any(1) | (
             self.t + accepted >= self.limit
@@ -549,24 +559,32 @@ class _Unit:
         )  # [r, k]
         accepted = torch.where(stop.any(1), stop.to(torch.int8).argmax(1) + 1, k)  # [r]
         active = ahead[None, :] < accepted[:, None]  # [r, k]
-        req = self.req[rows, None].expand(r, k)
-        where = (req, steps)
+        switched = self._record(view, proposal, rows, steps, active, switch & active, grid)
+        self.nsw = self.nsw.index_put((rows,), self.nsw[rows] + switched)
+        return accepted, token
+
+    def _record(self, view, proposal, rows, steps, active, switch, shaped) -> Tensor:
+        """Write the records of verified positions: `steps` (`[r, m]`) of the verified `rows`
+        (`[r]`), those where `active` (`[r, m]`), `switch` (`[r, m]`) where the policy switched
+        within the budget; `shaped` lays `view`'s `[r m]` values out as `[r, m]`. Returns the
+        switches of each row (`[r]`)."""
+        req = self.req[rows]
+        where = (req[:, None].expand_as(steps), steps)
         if proposal.want is not None:
-            switch &= active
-            independent = grid(view.independent(policy.primary, policy.primary_config(view)))
-            intervener, primary = grid(proposal.intervener), grid(proposal.primary)
-            self.effective.index_add_(0, req[:, 0], (switch & (intervener != independent)).sum(1))
-            self.coupled.index_add_(0, req[:, 0], (switch & (intervener != primary)).sum(1))
-            self.nsw = self.nsw.index_put((rows,), self.nsw[rows] + switch.sum(1))
+            policy = self.policy
+            independent = shaped(view.independent(policy.primary, policy.primary_config(view)))
+            intervener, primary = shaped(proposal.intervener), shaped(proposal.primary)
+            self.effective.index_add_(0, req, (switch & (intervener != independent)).sum(1))
+            self.coupled.index_add_(0, req, (switch & (intervener != primary)).sum(1))
             self.switched[where] = torch.where(active, switch, self.switched[where])
             primary = primary.to(torch.int32)
             self.primary[where] = torch.where(active, primary, self.primary[where])
         if self.js is not None:
-            self.js[where] = torch.where(active, grid(view.js.float()), self.js[where])
+            self.js[where] = torch.where(active, shaped(view.js.float()), self.js[where])
         if self.delta is not None:
-            cosine = grid(delta_cosine(view.logits))
+            cosine = shaped(delta_cosine(view.logits))
             self.delta[where] = torch.where(active, cosine, self.delta[where])
-        return accepted, token
+        return switch.sum(1)
 
     def _verify(self, rows, verified, k, drafts, logits_r, truncated_r) -> tuple[Tensor, Tensor]:
         """The policy's decisions at the k drafted positions of the verified `rows` (`[r]`):
@@ -590,7 +608,7 @@ class _Unit:
         drawn = [m for m in policy.drawn if not (m == policy.primary and preset)]
         flat = [logits[m].transpose(0, 1).reshape(k * r, -1) for m in drawn]  # [k r, V]
         together = truncate(torch.cat(flat), sampling) if drawn else None
-        req, t = self.req[rows], self.t[rows]
+        t = self.t[rows]
         host_t = torch.from_numpy(self.host_t[verified])
         limit, budget, nsw = self.limit[rows], self.budget[rows], self.nsw[rows]
         u = {s: self.u[s][rows] for s in (Stream.SAMPLE, Stream.SWITCH, Stream.PRIMARY)}
@@ -612,24 +630,13 @@ class _Unit:
             before = {key: value.clone() for key, value in state.items()}
             proposal = policy.propose(view, state)
             token = proposal.primary
-            where = (req, step[:, 0])
+            switch = torch.zeros_like(active)
             if proposal.want is not None:
                 switch = proposal.want & (nsw < budget) & active
                 token = torch.where(switch, proposal.intervener, token)
-                independent = view.independent(policy.primary, policy.primary_config(view))
-                differs = proposal.intervener != independent
-                self.effective.index_add_(0, req, (switch & differs).long())
-                differs = proposal.intervener != proposal.primary
-                self.coupled.index_add_(0, req, (switch & differs).long())
-                nsw = nsw + switch
-                self.switched[where] = torch.where(active, switch, self.switched[where])
-                chosen = proposal.primary.to(torch.int32)
-                self.primary[where] = torch.where(active, chosen, self.primary[where])
-            if self.js is not None:
-                self.js[where] = torch.where(active, view.js.float(), self.js[where])
-            if self.delta is not None:
-                cosine = delta_cosine(view.logits)
-                self.delta[where] = torch.where(active, cosine, self.delta[where])
+            nsw = nsw + self._record(
+                view, proposal, rows, step, active[:, None], switch[:, None], _column
+            )
             emitted[:, j] = token
             accepted += active
             for key, value in state.items():
