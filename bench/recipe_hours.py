@@ -33,7 +33,7 @@ from memory import GPUS, MODELS, VOCAB  # bench/memory.py: Qwen2.5 configs, GPU 
 from transformers import AutoModelForCausalLM, Qwen3Config
 
 from divscope.decoding.cross_sample import PART_ROWS
-from divscope.decoding.speculative import SPECULATIVE_MEMORY, draft_length
+from divscope.decoding.speculative import draft_length, speculative_memory
 from divscope.memory_plan import SCORING_BUFFERS, kv_bytes_per_token, plan_decoding, weight_bytes
 
 QWEN3 = {
@@ -248,7 +248,7 @@ class Estimator:
         plan = plan_decoding(
             models, VOCAB, max_memory=GPUS[gpu], longest=PROMPT + job.cap, prompt=PROMPT,
             batch_size=None, placement=job.placement,
-            **(SPECULATIVE_MEMORY if decoder == "speculative" else {}),
+            **(speculative_memory(len(models)) if decoder == "speculative" else {}),
         )  # fmt: skip
         self.plans[key] = plan.batch_size
         return plan.batch_size
@@ -451,8 +451,9 @@ def assumptions(occupancy: float) -> str:
 Assumptions (every number below follows from these and the memory plans):
 - Batch sizes: the planner's (`divscope.memory_plan.plan_decoding`, the GPU's whole memory,
   prompts of {PROMPT} tokens, responses at the cap), for each decoder: the speculative one
-  reserves its drafts' statistics and masked KV slots ({SPECULATIVE_MEMORY}),
-  so it plans fewer rows.
+  reserves its drafts' statistics and masked KV slots ({speculative_memory(2)} with
+  other models to verify; {speculative_memory(1)} for one model alone), so it plans fewer
+  rows.
 - A forward takes the larger of: weights + rows x context x KV per token read at
   {READ_SHARE} of the HBM bandwidth (3.35 TB/s H100, 4.8 TB/s H200); 2 FLOPs per parameter
   and position plus attention at {COMPUTE_SHARE} of the {PEAK / 1e12:.0f} TFLOP/s peak;

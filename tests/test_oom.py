@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from divscope.cli import app
 from divscope.decoding.lockstep import DecodeConfig, planned
-from divscope.decoding.speculative import SPECULATIVE_MEMORY
+from divscope.decoding.speculative import speculative_memory
 from divscope.defaults import BATCH_SIZE
 from divscope.errors import DivscopeError
 from divscope.io import read_trajectories
@@ -184,8 +184,18 @@ def test_decode_config_batch_size_is_planned(lab):
     config = DecodeConfig(max_new_tokens=20, max_memory=weights + 8 * 2**20)
     common = {"max_memory": config.max_memory, "longest": 55, "prompt": 35, "batch_size": None}
     # the speculative decoder holds a draft's statistics and masked KV slots besides
-    expected = plan_decoding(models, vocab, **common, **SPECULATIVE_MEMORY).batch_size
+    expected = plan_decoding(models, vocab, **common, **speculative_memory(2)).batch_size
     assert planned(config, models, prompts, vocab=vocab, progress=False).batch_size == expected
+    # one model alone (`generate`, a run of the controls) verifies nothing: one position's
+    # statistics at a time, so more rows than with a draft's held for verification
+    alone = {"base": models["base"]}
+    expected_alone, drafted = (
+        plan_decoding(alone, vocab, **common, **speculative_memory(m)).batch_size for m in (1, 2)
+    )
+    assert expected_alone > drafted
+    assert planned(config, alone, prompts, vocab=vocab, progress=False).batch_size == (
+        expected_alone
+    )
     reference = replace(config, decoder="reference")
     expected_reference = plan_decoding(models, vocab, **common).batch_size
     assert expected_reference > expected

@@ -55,7 +55,7 @@ from divscope.decoding.decoder import (
 from divscope.decoding.policies import Policy, StepView
 from divscope.decoding.randomness import Stream, uniforms
 from divscope.decoding.request import Request
-from divscope.decoding.speculative import SPECULATIVE_MEMORY, decode_unit, supports
+from divscope.decoding.speculative import decode_unit, speculative_memory, supports
 from divscope.defaults import BATCH_SIZE
 from divscope.errors import DivscopeError
 from divscope.memory_plan import announce, plan_decoding
@@ -371,7 +371,7 @@ def planned(
         models, vocab, max_memory=config.max_memory, batch_size=None,
         longest=max((n + limit for n, limit in zip(lengths, limits, strict=True)), default=1),
         prompt=max(lengths, default=1), head_dtype=config.head_dtype,
-        **(SPECULATIVE_MEMORY if config.decoder == "speculative" else {}),
+        **(speculative_memory(len(models)) if config.decoder == "speculative" else {}),
     )  # fmt: skip
     announce(memory, enabled=progress)
     return replace(config, batch_size=BATCH_SIZE if memory is None else memory.batch_size)

@@ -75,12 +75,22 @@ PRIOR_BREAKS, PRIOR_POSITIONS = 1, 16
 COMPACT_AT = 1 / 4
 """A model's cache is compacted once its masked slots exceed this share of the longest row's
 valid ones (and 16 slots)."""
-SPECULATIVE_MEMORY = {"positions": 2 * max(DRAFT_LENGTHS) + 1, "slack": COMPACT_AT}
-"""What the memory plan adds for this decoder (`memory_plan.plan_decoding`): per row, the
-logits and statistics of a draft's positions for the primary and the verifying models, and the
-masked KV slots a cache may hold before it is compacted."""
 MASKED_ATTENTION = ("sdpa", "eager")
 """Attention implementations that take the decoder's prebuilt 4-D masks."""
+
+
+def speculative_memory(models: int) -> dict[str, float]:
+    """What the memory plan adds for this decoder (`memory_plan.plan_decoding`'s `positions`
+    and `slack`) when `models` models decode together: per row, the logits and statistics of a
+    draft's positions for the primary and the verifying models (a lone model, as in `generate`,
+    verifies nothing and holds one position's at a time), and the masked KV slots a cache may
+    hold before it is compacted.
+
+    >>> speculative_memory(2), speculative_memory(1)
+    ({'positions': 17, 'slack': 0.25}, {'positions': 1, 'slack': 0.25})
+    """
+    positions = 2 * max(DRAFT_LENGTHS) + 1 if models > 1 else 1
+    return {"positions": positions, "slack": COMPACT_AT}
 
 
 def _attention(model: torch.nn.Module) -> str:
