@@ -130,7 +130,7 @@ class Job:
     gpus: int
     """GPUs each process holds."""
     generate: bool = False
-    """`generate` (units of `batch // n` prompts) rather than `cross-sample` (parts)."""
+    """`generate` (one unit: the process's whole share) rather than `cross-sample` (parts)."""
     decoder: str | None = None
     """The command's `--decoder` where it names one (every column then uses it)."""
 
@@ -254,12 +254,11 @@ class Estimator:
         return plan.batch_size
 
     def units(self, job: Job, batch: int, share: bool) -> list[int]:
-        """Responses of each unit decoded in one call: a part of `PART_ROWS` responses (a
-        `generate` call: `batch // n` prompts), or with `share` each process's whole share."""
-        if share:
+        """Responses of each unit decoded in one call: a part of `PART_ROWS` responses, or with
+        `share` (and for `generate`, which decodes its share in one call) each process's whole
+        share."""
+        if share or job.generate:
             size = -(-job.responses // job.processes)
-        elif job.generate:
-            size = max(1, batch // job.n) * job.n
         else:
             size = -(-PART_ROWS // job.n) * job.n
         return [min(size, job.responses - i) for i in range(0, job.responses, size)]
@@ -460,8 +459,8 @@ Assumptions (every number below follows from these and the memory plans):
   {LAUNCH_FLOOR * 1e3} ms per layer. The context is the prompt plus half the response (the cap's,
   or the mean length's). Models on two GPUs are counted one after the other (an upper bound).
 - Reference decoder: every model forwards every step; a batch runs to the cap; a unit (a
-  cross-sample part of {PART_ROWS} responses; a generate call of batch // n prompts) takes
-  ceil(unit / batch) batches.
+  cross-sample part of {PART_ROWS} responses; generate's whole share) takes ceil(unit /
+  batch) batches.
 - Speculative rounds: k primary steps, then one forward of each other model over the k
   drafted positions of the verified rows, counted as one step of that model (its KV read
   once; the FLOPs of k positions). A round emits E = (1 - (1 - q)^k) / q tokens per verified
@@ -485,8 +484,8 @@ Assumptions (every number below follows from these and the memory plans):
   requests wait (the prefills not counted); a unit's steps are at most its work
   over the rows / occupancy + one response at the cap (Graham's bound of list scheduling:
   the last row may start last and run to the cap), and at most its steps to the cap.
-- Units: a cross-sample part of {PART_ROWS} responses, a generate call of batch // n prompts,
-  or (the last column) each process's whole share of a setting.
+- Units: a cross-sample part of {PART_ROWS} responses, or (the last column) each process's
+  whole share of a setting; generate decodes its whole share in one call (every column).
 - Scoring (not changed by the decoder): FLOPs per token and model at {COMPUTE_SHARE} of the
   peak plus the statistics' {SCORING_BUFFERS} float32 [rows, V] buffers written and read once per
   token; every response at the cap (or its mean length). Grading (CPU) is not counted.

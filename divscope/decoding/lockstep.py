@@ -36,7 +36,7 @@ the start as two halves, each left-padded to the batch's prompt width (`divscope
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 
@@ -209,7 +209,8 @@ def decode(
     stats: DecodeStats | None = None,
 ) -> list[Decoded]:
     """Decode every request under `policy`, with all of its models in lockstep
-    (`config.decoder`: speculative rounds over refilled batches, or the reference's steps).
+    (`config.decoder`: speculative rounds over refilled batches, or the reference's steps);
+    `decode_stream` yields each response as it finishes.
 
     Args:
         models: models by name (`base`, `rl`, `rast_base`, `rast_rl`); those of
@@ -234,6 +235,35 @@ def decode(
             plus an asked-for `max_new_tokens` exceeds a model's context, or a single request
             does not fit in GPU memory.
     """
+    results: list[Decoded | None] = [None] * len(requests)
+    for i, row in decode_stream(
+        models, requests, policy, config, vocab=vocab, eos_ids=eos_ids, pad_id=pad_id,
+        suppressed=suppressed, progress=progress, stats=stats,
+    ):  # fmt: skip
+        results[i] = row
+    return results  # type: ignore[return-value]
+
+
+def decode_stream(
+    models: Mapping[str, torch.nn.Module],
+    requests: Sequence[Request],
+    policy: Policy,
+    config: DecodeConfig = DecodeConfig(),  # noqa: B008 (frozen, hashable)
+    *,
+    vocab: int,
+    eos_ids: Sequence[int],
+    pad_id: int = 0,
+    suppressed: Sequence[int] = (),
+    progress: bool = False,
+    stats: DecodeStats | None = None,
+) -> Iterator[tuple[int, Decoded]]:
+    """`decode`, each response yielded with its request's index as soon as it is done: the
+    speculative decoder yields a response in the round it finishes, so that one call can take
+    a process's whole work and keep its batch full, while the caller writes what is done; the
+    reference decoder yields each batch's responses when the batch ends. Nothing runs in
+    inference mode between yields. Same arguments and errors as `decode`; the checks and the
+    plan come before the first yield.
+    """
     names = decoding_models(policy, config)
     missing = [name for name in names if name not in models]
     if missing:
@@ -249,7 +279,6 @@ def decode(
     # policy of a run then computes on the same device.
     device = _head_device(models["base"] if "base" in models else next(iter(used.values())))
     order = sorted(range(len(requests)), key=lambda i: len(requests[i].prompt_ids))
-    results: list[Decoded | None] = [None] * len(requests)
 
     stats = DecodeStats() if stats is None else stats
 
@@ -282,28 +311,24 @@ def decode(
             speculative = False
             note(f"the reference decoder runs ({reason})", enabled=progress)
     if speculative:
-        with torch.inference_mode():
-            return decode_unit(
-                used, requests, limits, policy, config, vocab, eos_ids, pad_id, suppressed,
-                device=device, stats=stats, too_large=too_large, progress=progress,
-            )  # fmt: skip
-    with (
-        torch.inference_mode(),
-        Progress(len(requests), desc=policy.name, unit="seq", enabled=progress) as bar,
-    ):
+        yield from decode_unit(
+            used, requests, limits, policy, config, vocab, eos_ids, pad_id, suppressed,
+            device=device, stats=stats, too_large=too_large, progress=progress,
+        )  # fmt: skip
+        return
+    with Progress(len(requests), desc=policy.name, unit="seq", enabled=progress) as bar:
         for start in range(0, len(order), config.batch_size):
             batch = order[start : start + config.batch_size]
             # A half of a batch that runs out of memory is padded as the whole batch was.
             width = max(len(requests[i].prompt_ids) for i in batch)
-            decoded = halving(
-                partial(attempt, width=width), batch, merge=operator.add, describe=describe,
-                advice="lower --batch-size to avoid the recomputation",
-                too_large=lambda i: too_large(requests[i]),
-            )  # fmt: skip
-            for i, row in zip(batch, decoded, strict=True):
-                results[i] = row
+            with torch.inference_mode():
+                decoded = halving(
+                    partial(attempt, width=width), batch, merge=operator.add,
+                    describe=describe, advice="lower --batch-size to avoid the recomputation",
+                    too_large=lambda i: too_large(requests[i]),
+                )  # fmt: skip
             bar.update(len(batch))
-    return results  # type: ignore[return-value]
+            yield from zip(batch, decoded, strict=True)
 
 
 def decoding_models(policy: Policy, config: DecodeConfig) -> tuple[str, ...]:

@@ -20,7 +20,9 @@ batch by batch. This one emits the same tokens, switches and records, and saves 
   places: each new row's prompt is prefilled and its KV appended; rows stand at different
   positions (per-row position ids, per-row uniforms; a prebuilt 4-D mask per model marks
   every row's valid KV slots). Occupancy, live rows per step over capacity, is counted
-  while requests wait (`DecodeStats.occupancy`).
+  while requests wait (`DecodeStats.occupancy`). A response is read out in the round it
+  finishes and yielded (`lockstep.decode_stream`), its output slot freed for the next row:
+  one call can take all of a process's requests, whose outputs hold the batch's memory only.
 
 Every statistic and record comes from the same functions as the reference's; what can differ is
 float rounding: the other models read k positions in one forward instead of k one-token steps,
@@ -43,7 +45,7 @@ other models' truncations, one per round to retire and refill rows.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import fields, is_dataclass
 from functools import partial
 from typing import Any
@@ -77,6 +79,8 @@ COMPACT_AT = 1 / 4
 valid ones (and 16 slots)."""
 MASKED_ATTENTION = ("sdpa", "eager")
 """Attention implementations that take the decoder's prebuilt 4-D masks."""
+_OUTPUTS = ("tokens", "switched", "primary", "effective", "coupled", "js", "delta")
+"""`_Unit`'s outputs, in `decoder.decoded`'s order."""
 
 
 def speculative_memory(models: int) -> dict[str, float]:
@@ -269,9 +273,11 @@ class _Model:
 class _Unit:
     """Every request of one `decode` call, decoded in refilled batches of up to `capacity` rows.
 
-    Per-row tensors (`req`, `t`, `pos`, `nxt`, ...) hold the batch's rows; the outputs
-    (`tokens`, `switched`, `primary`, `effective`, `coupled`, `js`, `delta`) are written per
-    request, as the reference's are per batch row, and read at the end (`lockstep.decoded`).
+    Per-row tensors (`slot`, `t`, `pos`, `nxt`, ...) hold the batch's rows; the outputs
+    (`tokens`, `switched`, `primary`, `effective`, `coupled`, `js`, `delta`) have one slot per
+    row of the capacity: a request takes a free slot when it joins the batch, and its response
+    is read from it (`decoder.decoded`) and the slot freed in the round it finishes (`run`
+    yields it then). The outputs' memory is the batch's, whatever the number of requests.
     """
 
     def __init__(
@@ -291,17 +297,18 @@ class _Unit:
         self.device = device
         self.eos = torch.tensor(self.eos_ids, device=self.device)
         self.pconf = policy.primary_config(StepView({}, None, None, config.sampling))
-        n, width, dev = len(requests), self.width, self.device
-        self.tokens = torch.full((n, width), self.eos_ids[0], device=dev)  # [N, W]
-        self.switched = torch.zeros(n, width, dtype=torch.bool, device=dev)  # [N, W]
-        self.primary = torch.zeros(n, width, dtype=torch.int32, device=dev)  # [N, W]
-        self.effective = torch.zeros(n, dtype=torch.int64, device=dev)  # [N]
-        self.coupled = torch.zeros(n, dtype=torch.int64, device=dev)  # [N]
-        self.js = torch.zeros(n, width, device=dev) if policy.records_js else None  # [N, W]
+        n, width, dev = capacity, self.width, self.device  # S slots
+        self.tokens = torch.full((n, width), self.eos_ids[0], device=dev)  # [S, W]
+        self.switched = torch.zeros(n, width, dtype=torch.bool, device=dev)  # [S, W]
+        self.primary = torch.zeros(n, width, dtype=torch.int32, device=dev)  # [S, W]
+        self.effective = torch.zeros(n, dtype=torch.int64, device=dev)  # [S]
+        self.coupled = torch.zeros(n, dtype=torch.int64, device=dev)  # [S]
+        self.js = torch.zeros(n, width, device=dev) if policy.records_js else None  # [S, W]
         self.delta = (
             torch.full((n, width), torch.nan, device=dev) if config.delta_alignment else None
-        )  # [N, W]
-        self.queue = deque(sorted(range(n), key=lambda i: len(requests[i].prompt_ids)))
+        )  # [S, W]
+        self.ready: list[tuple[int, Decoded]] = []  # responses read, not yet yielded
+        self.queue = deque(sorted(range(len(requests)), key=lambda i: len(requests[i].prompt_ids)))
         self.breaks = self.positions = 0
         self.bar: Progress | None = None
         self._empty()
@@ -319,7 +326,7 @@ class _Unit:
             for name, model in self.source.items()
         }
         dev, long = self.device, torch.int64
-        self.req = torch.zeros(0, dtype=long, device=dev)  # [b] request of each row
+        self.slot = torch.zeros(0, dtype=long, device=dev)  # [b] output slot of each row
         self.t = torch.zeros(0, dtype=long, device=dev)  # [b] tokens emitted
         self.pos = torch.zeros(0, dtype=long, device=dev)  # [b] position of the next input
         self.nxt = torch.zeros(0, dtype=long, device=dev)  # [b] the next input: last emitted
@@ -329,7 +336,9 @@ class _Unit:
         self.u = {s: torch.zeros(0, self.width, dtype=torch.float64, device=dev) for s in Stream}
         self.state: dict[str, Tensor] = {}
         self.joining: list[int] = []  # requests being added to the batch
-        self.host_req = np.zeros(0, dtype=np.int64)  # [b] on the host
+        self.host_req = np.zeros(0, dtype=np.int64)  # [b] request of each row, on the host
+        self.host_slot = np.zeros(0, dtype=np.int64)  # [b] `slot` on the host
+        self.free = deque(range(self.capacity))  # output slots of no row
         self.host_t = np.zeros(0, dtype=np.int64)
         self.host_prompt = np.zeros(0, dtype=np.int64)  # [b] prompt lengths
         self.verified = np.zeros(0, dtype=bool)  # [b] whether the row needs the other models
@@ -338,34 +347,32 @@ class _Unit:
     def rows(self) -> int:
         return int(self.host_req.size)
 
-    def run(self) -> None:
-        """Decode every request (the outputs are then in `tokens`, `switched`, ...)."""
+    def run(self) -> Iterator[tuple[int, Decoded]]:
+        """Decode every request; yield each response, with its request's index, in the round
+        it finishes. Between yields, nothing runs in inference mode."""
         while True:
             try:
                 while self.queue or self.rows:
-                    self._refill()
-                    self._round()
+                    with torch.inference_mode():
+                        self._refill()
+                        self._round()
+                    yield from self.ready
+                    self.ready = []
                 return
             except torch.cuda.OutOfMemoryError:
                 pass  # handled below, once the failed round's frames are gone
-            self._restart()
+            with torch.inference_mode():
+                self._restart()
 
     def _restart(self) -> None:
         """After running out of GPU memory: the finished responses are kept, the rows in flight
         go back to the front of the queue, and the batch capacity is halved."""
-        flight = self.host_req.tolist() + self.joining
-        first = self.requests[flight[0]]
-        self._empty()
+        read = {i for i, _ in self.ready}  # finished in the failed round, before it failed
+        flight = [i for i in self.host_req.tolist() + self.joining if i not in read]
+        self._empty()  # every slot free (a joining row's slot is cleared when it is taken)
         release_memory()
-        if self.capacity == 1:
-            raise DivscopeError(self.too_large(first))
-        for i in flight:
-            self.tokens[i], self.switched[i], self.primary[i] = self.eos_ids[0], False, 0
-            self.effective[i] = self.coupled[i] = 0
-            if self.js is not None:
-                self.js[i] = 0.0
-            if self.delta is not None:
-                self.delta[i] = torch.nan
+        if self.capacity == 1 and flight:
+            raise DivscopeError(self.too_large(self.requests[flight[0]]))
         self.queue.extendleft(reversed(flight))
         self.capacity = max(self.capacity // 2, 1)
         warn(
@@ -384,6 +391,8 @@ class _Unit:
             return
         new = [self.queue.popleft() for _ in range(min(free, len(self.queue)))]
         self.joining = new  # in flight from here on (`_restart`)
+        slots = [self.free.popleft() for _ in new]
+        self._clear(slots)
         requests = [self.requests[i] for i in new]
         prompts = [r.prompt_ids for r in requests]
         self.models[self.policy.primary].prefill(prompts, self.pad_id)
@@ -397,7 +406,7 @@ class _Unit:
         def add(old: Tensor, values) -> Tensor:
             return torch.cat([old, torch.as_tensor(values, dtype=old.dtype).to(dev)])
 
-        self.req = add(self.req, new)
+        self.slot = add(self.slot, slots)
         self.t = add(self.t, [0] * len(new))
         self.pos = add(self.pos, [len(p) - 1 for p in prompts])
         self.nxt = add(self.nxt, [p[-1] for p in prompts])
@@ -416,6 +425,7 @@ class _Unit:
             for key, value in state.items()
         }
         self.host_req = np.concatenate([self.host_req, np.asarray(new, dtype=np.int64)])
+        self.host_slot = np.concatenate([self.host_slot, np.asarray(slots, dtype=np.int64)])
         self.host_t = np.concatenate([self.host_t, np.zeros(len(new), dtype=np.int64)])
         lengths = np.asarray([len(p) for p in prompts], dtype=np.int64)
         self.host_prompt = np.concatenate([self.host_prompt, lengths])
@@ -458,7 +468,7 @@ class _Unit:
             accepted = accepted.index_put((rows,), got)
             emitted = drafts.index_put((rows,), emitted_r)
         taken = ahead[None, :] < accepted[:, None]  # [b, k]
-        index = (self.req[:, None], steps)
+        index = (self.slot[:, None], steps)
         self.tokens[index] = torch.where(taken, emitted, self.tokens[index])
         primary.reject(taken)
         if verified.size:
@@ -491,21 +501,45 @@ class _Unit:
         self.host_t = self.host_t + accepted
         leave = self.verified & (spent | finished)
         if finished.any():
+            self._read(self.host_req[finished], self.host_slot[finished])
             keep = np.flatnonzero(~finished)
             keep_t = torch.from_numpy(keep).to(self.device)
             self.models[self.policy.primary].select(keep_t)
-            for name in ("req", "t", "pos", "nxt", "limit", "budget", "nsw"):
+            for name in ("slot", "t", "pos", "nxt", "limit", "budget", "nsw"):
                 setattr(self, name, getattr(self, name)[keep_t])
             self.u = {s: u[keep_t] for s, u in self.u.items()}
             self.state = self.policy.select_state(self.state, keep_t)
             self.host_req, self.host_t = self.host_req[keep], self.host_t[keep]
-            self.host_prompt = self.host_prompt[keep]
+            self.host_prompt, self.host_slot = self.host_prompt[keep], self.host_slot[keep]
         if leave.any():
             stay = torch.from_numpy(np.flatnonzero(~leave[verified])).to(self.device)
             for name in self.others:
                 self.models[name].select(stay)
         self.verified = (self.verified & ~leave)[~finished]
         self._compact()
+
+    def _clear(self, slots: list[int]) -> None:
+        """Empty output `slots` for the rows that take them."""
+        index = torch.tensor(slots, dtype=torch.int64, device=self.device)
+        self.tokens[index], self.switched[index], self.primary[index] = self.eos_ids[0], False, 0
+        self.effective[index] = self.coupled[index] = 0
+        if self.js is not None:
+            self.js[index] = 0.0
+        if self.delta is not None:
+            self.delta[index] = torch.nan
+
+    def _read(self, requests: np.ndarray, slots: np.ndarray) -> None:
+        """The finished `requests`' responses, read from their output `slots` (then free)."""
+        index = torch.from_numpy(slots).to(self.device)
+
+        def take(values: Tensor | None) -> Tensor | None:
+            return None if values is None else values[index]
+
+        outputs = [take(getattr(self, name)) for name in _OUTPUTS]
+        limits = [self.limits[i] for i in requests.tolist()]
+        responses = decoded(*outputs, limits, self.eos_ids)  # type: ignore[arg-type]
+        self.ready += zip(requests.tolist(), responses, strict=True)
+        self.free.extend(slots.tolist())
 
     def _compact(self) -> None:
         """Move each model's rows' valid KV slots together where masked ones make up most of
@@ -578,14 +612,14 @@ class _Unit:
         (`[r]`), those where `active` (`[r, m]`), `switch` (`[r, m]`) where the policy switched
         within the budget; `shaped` lays `view`'s `[r m]` values out as `[r, m]`. Returns the
         switches of each row (`[r]`)."""
-        req = self.req[rows]
-        where = (req[:, None].expand_as(steps), steps)
+        slot = self.slot[rows]
+        where = (slot[:, None].expand_as(steps), steps)
         if proposal.want is not None:
             policy = self.policy
             independent = shaped(view.independent(policy.primary, policy.primary_config(view)))
             intervener, primary = shaped(proposal.intervener), shaped(proposal.primary)
-            self.effective.index_add_(0, req, (switch & (intervener != independent)).sum(1))
-            self.coupled.index_add_(0, req, (switch & (intervener != primary)).sum(1))
+            self.effective.index_add_(0, slot, (switch & (intervener != independent)).sum(1))
+            self.coupled.index_add_(0, slot, (switch & (intervener != primary)).sum(1))
             self.switched[where] = torch.where(active, switch, self.switched[where])
             primary = primary.to(torch.int32)
             self.primary[where] = torch.where(active, primary, self.primary[where])
@@ -666,17 +700,15 @@ def decode_unit(
     policy: Policy, config: DecodeConfig, vocab: int, eos_ids: Sequence[int], pad_id: int,
     suppressed: Sequence[int], *, device: torch.device, stats: DecodeStats,
     too_large: Callable[[Request], str], progress: bool,
-) -> list[Decoded]:  # fmt: skip
-    """`lockstep.decode` with the speculative decoder: every request in refilled batches of
-    `config.batch_size` rows; one `Decoded` per request, in input order."""
-    unit = _Unit(
-        models, requests, limits, policy, config, vocab, eos_ids, pad_id, suppressed,
-        device=device, capacity=config.batch_size, stats=stats, too_large=too_large,
-    )  # fmt: skip
+) -> Iterator[tuple[int, Decoded]]:  # fmt: skip
+    """`lockstep.decode_stream` with the speculative decoder: every request in refilled
+    batches of `config.batch_size` rows; each response with its request's index, in the round
+    it finishes."""
+    with torch.inference_mode():
+        unit = _Unit(
+            models, requests, limits, policy, config, vocab, eos_ids, pad_id, suppressed,
+            device=device, capacity=config.batch_size, stats=stats, too_large=too_large,
+        )  # fmt: skip
     with Progress(len(requests), desc=policy.name, unit="seq", enabled=progress) as bar:
         unit.bar = bar
-        unit.run()
-    return decoded(
-        unit.tokens, unit.switched, unit.primary, unit.effective, unit.coupled, unit.js,
-        unit.delta, limits, eos_ids,
-    )  # fmt: skip
+        yield from unit.run()

@@ -115,7 +115,10 @@ class Engine(Protocol):
 class HFEngine:
     """A transformers causal LM sampled by the lockstep decoder's `base` policy.
 
-    Prompts are decoded `batch_size // n` at a time (at least one), in order.
+    Every prompt's `n` requests are decoded in one call (`decoding.decode_stream`): the
+    speculative decoder keeps its batch full across prompts, refilling each row as a response
+    ends, and a prompt is yielded as soon as its `n` responses are done (in the order of their
+    prompts' lengths, shortest first).
 
     Args:
         model: the loaded model.
@@ -175,29 +178,30 @@ class HFEngine:
     def sample(
         self, prompts: Sequence[tuple[str, list[int]]]
     ) -> Iterator[tuple[int, list[Sampled]]]:
-        from divscope.decoding import Request, decode
+        from divscope.decoding import Request, decode_stream
 
         n = self.sampling.n
         self._plan(prompts)
-        chunk = max(1, self.config.batch_size // n)
-        for start in range(0, len(prompts), chunk):
-            requests = [
-                Request(prompt_id, sample_id, tuple(ids))
-                for prompt_id, ids in prompts[start : start + chunk]
-                for sample_id in range(n)
-            ]
-            decoded = decode(
-                {"base": self.model},
-                requests,
-                self.policy,
-                self.config,
-                vocab=self.vocab,
-                eos_ids=self.eos_ids,
-                pad_id=self.pad_id,
-            )
-            flat = [Sampled(d.response_ids, d.finished) for d in decoded]
-            for offset in range(0, len(flat), n):
-                yield start + offset // n, flat[offset : offset + n]
+        requests = [
+            Request(prompt_id, sample_id, tuple(ids))
+            for prompt_id, ids in prompts
+            for sample_id in range(n)
+        ]
+        waiting: dict[int, dict[int, Sampled]] = {}  # prompt -> its responses done so far
+        for i, response in decode_stream(
+            {"base": self.model},
+            requests,
+            self.policy,
+            self.config,
+            vocab=self.vocab,
+            eos_ids=self.eos_ids,
+            pad_id=self.pad_id,
+        ):
+            done = waiting.setdefault(i // n, {})
+            done[i % n] = Sampled(response.response_ids, response.finished)
+            if len(done) == n:
+                yield i // n, [done[sample] for sample in range(n)]
+                del waiting[i // n]
 
 
 class VLLMEngine:

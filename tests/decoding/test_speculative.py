@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from divscope.decoding import POLICIES, Decoded, Request, build_policy
-from divscope.decoding.lockstep import DecodeConfig, DecodeStats, decode
+from divscope.decoding.lockstep import DecodeConfig, DecodeStats, decode, decode_stream
 from divscope.decoding.policies import STRATA, Early, Policy, RandomEffective
 from divscope.decoding.randomness import Stream, inverse_cdf, uniforms
 from divscope.decoding.speculative import DRAFT_LENGTHS
@@ -387,6 +387,61 @@ def test_outputs_do_not_depend_on_which_requests_share_a_batch(tiny, case):
     for i, decoded in zip(order, shuffled, strict=True):
         got[i] = decoded
     assert_same_decodes(got, want, (case, "shuffled"), requests)
+
+
+@pytest.mark.parametrize("decoder", DECODERS)
+@pytest.mark.parametrize("case", ["base", "forward", "gated"])
+def test_the_stream_yields_each_response_once_as_soon_as_it_is_done(tiny, case, decoder):
+    """`decode_stream` over 24 to 72 requests in batches of 4: every request's response once, the
+    one `decode` returns, the first long before the work is done (the speculative decoder
+    yields a response in the round it finishes, the reference each batch as it ends); and
+    between yields the caller's code is not in inference mode."""
+    name, params = tiny.cases[case]
+    policy = build_policy(name, **params)
+    requests = tiny.requests(policy, budgets=(0, 2, -1) if policy.budgeted else (-1,))
+    requests = [replace(r, sample_id=r.sample_id + 10 * k) for k in range(2) for r in requests]
+    config = replace(tiny.config, batch_size=4, decoder=decoder)
+    want = tiny.decode(policy, requests, config, decoder)[0]
+    stats = DecodeStats()
+    got: dict[int, Decoded] = {}
+    emitted_then = []
+    for i, response in decode_stream(
+        tiny.models, requests, policy, config, vocab=tiny.vocab, eos_ids=tiny.eos_ids,
+        pad_id=tiny.pad_id, stats=stats,
+    ):  # fmt: skip
+        assert not torch.is_inference_mode_enabled()
+        assert i not in got
+        got[i] = response
+        emitted_then.append(stats.emitted)
+    assert len(requests) >= 24 and sorted(got) == list(range(len(requests)))
+    assert_same_decodes([got[i] for i in range(len(requests))], want, case, requests)
+    assert emitted_then[0] < stats.emitted / 4  # the first response came early
+
+
+def test_the_outputs_take_the_batch_s_memory_not_the_requests(tiny):
+    """The speculative decoder's outputs hold one slot per row of the batch, whatever the
+    number of requests (the memory plan counts them per row): 36 requests in batches of 3."""
+    from divscope.decoding import speculative
+
+    policy = build_policy("forward", eps=0.1)
+    requests = tiny.requests(policy, budgets=(0, 2, -1))
+    shapes = []
+    unit = speculative._Unit
+
+    class Watched(unit):
+        def _read(self, requests, slots):
+            shapes.append(tuple(self.tokens.shape))
+            super()._read(requests, slots)
+
+    config = replace(tiny.config, batch_size=3)
+    want = tiny.decode(policy, requests, config, "speculative")[0]
+    speculative._Unit = Watched
+    try:
+        got = tiny.decode(policy, requests, config, "speculative")[0]
+    finally:
+        speculative._Unit = unit
+    assert len(requests) == 36 and {rows for rows, _ in shapes} == {3}
+    assert_same_decodes(got, want, "forward", requests)
 
 
 @pytest.mark.parametrize("batch_size", [2, 3])
