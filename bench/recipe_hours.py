@@ -18,7 +18,8 @@ A cell reads `H100 · H200` GPU-hours, for each step and each setting, in five c
   still runs until its longest response, taken at the cap);
 - speculative, to the cap: every response runs to the cap (the upper estimate);
 - speculative, mean length: responses average the paper's mean length (the cap where the
-  paper gives none), finished rows refilled within units of 64 responses (`PART_ROWS`);
+  paper gives none), finished rows refilled within a unit: `UNIT_PARTS` parts of 64 responses
+  (`PART_ROWS`) of one setting for cross-sample, a process's whole share for generate;
 - the same with units of each process's whole share of a setting (what larger units give).
 """
 
@@ -32,7 +33,7 @@ import torch
 from memory import GPUS, MODELS, VOCAB  # bench/memory.py: Qwen2.5 configs, GPU memory
 from transformers import AutoModelForCausalLM, Qwen3Config
 
-from divscope.decoding.cross_sample import PART_ROWS
+from divscope.decoding.cross_sample import PART_ROWS, UNIT_PARTS
 from divscope.decoding.speculative import draft_length, speculative_memory
 from divscope.memory_plan import SCORING_BUFFERS, kv_bytes_per_token, plan_decoding, weight_bytes
 
@@ -182,7 +183,8 @@ class Case:
     mean: bool = False
     """Responses of the paper's mean length (else every one to the cap)."""
     share: bool = False
-    """Units of each process's whole share of a setting (else parts of `PART_ROWS`)."""
+    """Units of each process's whole share of a setting (else cross-sample's units of
+    `UNIT_PARTS` parts of `PART_ROWS` responses)."""
 
 
 CASES = (
@@ -254,13 +256,13 @@ class Estimator:
         return plan.batch_size
 
     def units(self, job: Job, batch: int, share: bool) -> list[int]:
-        """Responses of each unit decoded in one call: a part of `PART_ROWS` responses, or with
-        `share` (and for `generate`, which decodes its share in one call) each process's whole
-        share."""
+        """Responses of each unit decoded in one call: `UNIT_PARTS` parts of `PART_ROWS`
+        responses, or with `share` (and for `generate`, which decodes its share in one call)
+        each process's whole share."""
         if share or job.generate:
             size = -(-job.responses // job.processes)
         else:
-            size = -(-PART_ROWS // job.n) * job.n
+            size = UNIT_PARTS * -(-PART_ROWS // job.n) * job.n
         return [min(size, job.responses - i) for i in range(0, job.responses, size)]
 
     def seconds(self, job: Job, setting: Setting, gpu: str, case: Case) -> float:
@@ -459,8 +461,8 @@ Assumptions (every number below follows from these and the memory plans):
   {LAUNCH_FLOOR * 1e3} ms per layer. The context is the prompt plus half the response (the cap's,
   or the mean length's). Models on two GPUs are counted one after the other (an upper bound).
 - Reference decoder: every model forwards every step; a batch runs to the cap; a unit (a
-  cross-sample part of {PART_ROWS} responses; generate's whole share) takes ceil(unit /
-  batch) batches.
+  cross-sample unit of {UNIT_PARTS} parts of {PART_ROWS} responses; generate's whole share)
+  takes ceil(unit / batch) batches.
 - Speculative rounds: k primary steps, then one forward of each other model over the k
   drafted positions of the verified rows, counted as one step of that model (its KV read
   once; the FLOPs of k positions). A round emits E = (1 - (1 - q)^k) / q tokens per verified
@@ -484,8 +486,9 @@ Assumptions (every number below follows from these and the memory plans):
   requests wait (the prefills not counted); a unit's steps are at most its work
   over the rows / occupancy + one response at the cap (Graham's bound of list scheduling:
   the last row may start last and run to the cap), and at most its steps to the cap.
-- Units: a cross-sample part of {PART_ROWS} responses, or (the last column) each process's
-  whole share of a setting; generate decodes its whole share in one call (every column).
+- Units: cross-sample's {UNIT_PARTS} parts of {PART_ROWS} responses of one setting, or (the
+  last column) each process's whole share of a setting; generate decodes its whole share in
+  one call (every column).
 - Scoring (not changed by the decoder): FLOPs per token and model at {COMPUTE_SHARE} of the
   peak plus the statistics' {SCORING_BUFFERS} float32 [rows, V] buffers written and read once per
   token; every response at the cap (or its mean length). Grading (CPU) is not counted.
@@ -592,7 +595,7 @@ def core_levers(occupancy: float) -> None:
 
     planned, wider = Estimator(occupancy), Estimator(occupancy, reference_batches=True)
     print("The core recipe at the paper's mean lengths, H200-hours:")
-    print(f"- units of {PART_ROWS} responses: {number(h200(planned, mean))}")
+    print(f"- units of {UNIT_PARTS} parts of {PART_ROWS} responses: {number(h200(planned, mean))}")
     print(f"- each process's share of a setting as one unit: {number(h200(planned, share))}")
     print(f"- and the reference's batch sizes: {number(h200(wider, share))}")
     print(f"- and the reverse run's controls not decoded again: {number(h200(wider, share, True))}")

@@ -8,7 +8,7 @@ atomically. `divscope.formatting.curve_text` is the table the command prints.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
@@ -31,7 +31,15 @@ if TYPE_CHECKING:
     from divscope.decoding.maps import DivergenceMap
 
 PART_ROWS = 64
-"""Responses per part of a cross-sample output: what a killed run loses at most, per process."""
+"""Responses per part of a cross-sample output, each part written as soon as its responses are
+decoded and graded."""
+UNIT_PARTS = 4
+"""Parts of one setting decoded in one call (a unit of work, what a killed run loses at most
+per process): the decoder refills its rows from all of the unit's responses, so its batch stays
+full until the unit's last ones (a part alone, 64 responses decoded 25 at a time, leaves most
+rows idle while its longest responses finish). A unit's batches depend on its requests only, so
+sharded and resumed runs decode the same batches: a unit with a part missing is decoded whole
+again, and only the missing parts written."""
 
 
 @dataclass(frozen=True)
@@ -134,9 +142,9 @@ def cross_sample(
             parts. Written in parts, one per chunk of prompts and setting
             (`divscope.output`), each as soon as it is decoded and graded; a file is assembled
             from them at the end. `resume` keeps the parts written, after checking that the
-            settings and prompts are the same; `shard` `i/n` does share i of n of the parts
-            (`out` must then be a directory; under torchrun each process takes its share by
-            itself).
+            settings and prompts are the same; `shard` `i/n` does share i of n of the units of
+            work (`UNIT_PARTS` parts of one setting each; `out` must then be a directory;
+            under torchrun each process takes its share by itself).
         config: the run's sampling (its one home), length cap, seed, batch size, stop tokens,
             chat template and system prompt.
         grid: budgets, responses per prompt, a forced opening and the grader.
@@ -221,9 +229,10 @@ def cross_sample(
             who = f"policy {users}" if users else "--delta-alignment (all four models)"
             raise DivscopeError(f"{who} needs --{name.replace('_', '-')}.")
     model_paths = {name: str(path) for name, path in model_names(models, needed).items()}
-    # The units of work: each chunk of prompts under each setting (policy, budget and forced
-    # prefix). Every setting decodes the same chunks, so the models see identical batches
-    # across settings and the reproduction invariants between policies hold bit for bit.
+    # The parts: each chunk of prompts under each setting (policy, budget and forced prefix);
+    # the units of work: `UNIT_PARTS` consecutive chunks under one setting. Every setting
+    # decodes the same units, so the models see identical batches across settings and the
+    # reproduction invariants between policies hold bit for bit.
     runs = [
         (p, b, prefix)
         for ps, prefix in ((policies, None), (forced, force_prefix))
@@ -234,6 +243,10 @@ def cross_sample(
     chunks = [
         range(lo, min(lo + per_chunk, frame.num_rows)) for lo in range(0, frame.num_rows, per_chunk)
     ]
+    groups = [
+        range(lo, min(lo + UNIT_PARTS, len(chunks))) for lo in range(0, len(chunks), UNIT_PARTS)
+    ]
+    units = [(run, group) for run in range(len(runs)) for group in groups]
     settings = {
         "prompts_sha256": frame_digest(frame),
         "models": model_paths,
@@ -244,6 +257,7 @@ def cross_sample(
         ],
         "n": n,
         "prompts_per_part": per_chunk,
+        "parts_per_unit": UNIT_PARTS,
         "temperature": config.sampling.temperature,
         "top_p": config.sampling.top_p,
         "max_new_tokens": config.max_new_tokens,
@@ -260,10 +274,14 @@ def cross_sample(
         out.path, "cross-sample", settings, len(runs) * len(chunks),
         resume=out.resume, overwrite=out.overwrite, world=world,
     )  # fmt: skip
-    costs = [len(chunks[u % len(chunks)]) for u in range(len(runs) * len(chunks))]  # prompts
+
+    def part(run: int, chunk: int) -> int:
+        return run * len(chunks) + chunk
+
+    costs = [sum(len(chunks[c]) for c in group) for _, group in units]  # prompts
     mine = [] if parts.finished else world.share(costs)
-    done = parts.done(mine)
-    todo = [u for u in mine if u not in done]
+    done = parts.done(part(units[u][0], c) for u in mine for c in units[u][1])
+    todo = [u for u in mine if any(part(units[u][0], c) not in done for c in units[u][1])]
     if todo:
         pair = open_pair(models, world, needed)
         loaded = load(
@@ -302,13 +320,15 @@ def cross_sample(
         rows = n * sum(costs[u] for u in todo)
         # see `_shared_key`: the responses and the work counted
         shared: dict[tuple[str, str | None, int], tuple[list[Decoded], DecodeStats]] = {}
-        # forward's n_effective per (eps, budget, prefix, chunk), for random-effective
+        # forward's n_effective per (eps, budget, prefix, unit's first chunk), for
+        # random-effective
         effective: dict[tuple[float, int, str | None, int], list[int]] = {}
         with Progress(
             rows, desc=f"cross-sampling{share_note(world)}", unit="seq", enabled=progress
         ) as bar:
             for unit in todo:
-                policy, budget, prefix = runs[unit // len(chunks)]
+                run, group = units[unit]
+                policy, budget, prefix = runs[run]
                 opening = () if prefix is None else loaded.prefix_ids
                 requests = [
                     Request(
@@ -318,36 +338,54 @@ def cross_sample(
                         budget,
                         _map_steps(policy, maps, keys[i], sample, len(opening)),
                     )  # fmt: skip
-                    for i in chunks[unit % len(chunks)]
+                    for c in group
+                    for i in chunks[c]
                     for sample in range(n)
                 ]
-                key = _shared_key(policy, budget, prefix, unit % len(chunks))
-                decoded, stats = shared.get(key, (None, DecodeStats()))
-                if decoded is None:
-                    matched = (policy.params().get("eps"), budget, prefix, unit % len(chunks))
-                    decoded = _decode(
+                chunk_of = [c for c in group for _ in range(len(chunks[c]) * n)]
+                spans = {c: range(chunk_of.index(c), chunk_of.index(c) + len(chunks[c]) * n)
+                         for c in group}  # fmt: skip
+                key = _shared_key(policy, budget, prefix, group.start)
+                matched = (policy.params().get("eps"), budget, prefix, group.start)
+                if key in shared:
+                    decoded, stats = shared[key]
+                    stream: Iterable[tuple[int, Decoded]] = enumerate(decoded)
+                else:
+                    decoded, stats = [None] * len(requests), DecodeStats()  # type: ignore[list-item]
+                    stream = _decode(
                         loaded, requests, policy, config, switches=effective.get(matched),
                         stats=stats,
                     )  # fmt: skip
-                    if policy == Forward(eps=policy.params().get("eps")):
-                        effective[matched] = [d.n_effective for d in decoded]
-                    decoded = [_opened(d, opening) for d in decoded]
-                    if key is not None:
-                        shared[key] = decoded, stats
-                texts = loaded.tokenizer.batch_decode(
-                    [d.response_ids for d in decoded], skip_special_tokens=True
-                )
-                results = _results_frame(
-                    policy, requests, decoded, texts, config, pieces=pieces, benchmarks=benchmarks,
-                    force_prefix=prefix,
-                )  # fmt: skip
-                if grade is not None:
-                    results = grade(results)
-                results = conform(
-                    results, CROSS_SAMPLE_ARROW, source="results", what="cross-sample results"
-                )
-                parts.write(unit, results, metadata | {"decoder": _decoder_record(config, stats)})
-                bar.update(len(requests))
+                left = {c: len(span) for c, span in spans.items()}
+                for j, response in stream:
+                    decoded[j] = response
+                    chunk = chunk_of[j]
+                    left[chunk] -= 1
+                    if left[chunk]:
+                        continue
+                    bar.update(len(spans[chunk]))
+                    if part(run, chunk) in done:  # written by an earlier run: the same
+                        continue
+                    span = spans[chunk]
+                    opened = [_opened(decoded[k], opening) for k in span]
+                    texts = loaded.tokenizer.batch_decode(
+                        [d.response_ids for d in opened], skip_special_tokens=True
+                    )
+                    results = _results_frame(
+                        policy, requests[span.start : span.stop], opened, texts, config,
+                        pieces=pieces, benchmarks=benchmarks, force_prefix=prefix,
+                    )  # fmt: skip
+                    if grade is not None:
+                        results = grade(results)
+                    results = conform(
+                        results, CROSS_SAMPLE_ARROW, source="results", what="cross-sample results"
+                    )
+                    record = {"decoder": _decoder_record(config, stats)}
+                    parts.write(part(run, chunk), results, metadata | record)
+                if policy == Forward(eps=policy.params().get("eps")):
+                    effective[matched] = [d.n_effective for d in decoded]
+                if key is not None:
+                    shared[key] = decoded, stats
     if not parts.finish(world):
         return None
     contract = CROSS_SAMPLE_ARROW | CROSS_SAMPLE_PARAMS_ARROW  # Parquet or JSONL: the same types
@@ -408,15 +446,15 @@ def _map_steps(
 
 
 def _shared_key(
-    policy: Policy, budget: int, prefix: str | None, chunk: int
+    policy: Policy, budget: int, prefix: str | None, unit: int
 ) -> tuple[str, str | None, int] | None:
-    """The key under which a unit's decode is shared with other settings, None when it is
-    not: `forward` and `reverse` at budget 0 never switch, so they decode the same responses
-    (the primary's, with no switch) for every eps, stratum and map; the run decodes each of
-    their chunks once and writes it under each setting."""
+    """The key under which a unit's decode (`unit`: its first chunk) is shared with other
+    settings, None when it is not: `forward` and `reverse` at budget 0 never switch, so they
+    decode the same responses (the primary's, with no switch) for every eps, stratum and map;
+    the run decodes each of their units once and writes it under each setting."""
     if budget != 0 or not isinstance(policy, Forward | Reverse):
         return None
-    return policy.name, prefix, chunk
+    return policy.name, prefix, unit
 
 
 def _forced(
@@ -453,22 +491,22 @@ def _decode(
     *,
     switches: Sequence[int] | None = None,
     stats: DecodeStats | None = None,
-) -> list[Decoded]:
-    """Decode `requests` under `policy`. `early` with a share first decodes the same requests
-    under `Base()` (same requests, same batches: exactly the base control's tokens), and gives
-    each request the budget `Early.budget_for` that base response's length. `random-effective`
-    gives each request forward's `n_effective` as its `switches`: `switches` when the run has
-    decoded forward's unit already, else from decoding the requests under `Forward(eps)` first
-    (same requests, same batches: exactly forward's responses at the same budget). `stats`
-    counts the last decode's work (the policy's own)."""
-    from divscope.decoding.lockstep import decode
+) -> Iterator[tuple[int, Decoded]]:
+    """Decode `requests` under `policy`: each response with its request's index, as soon as
+    it is done (`lockstep.decode_stream`). `early` with a share first decodes the same
+    requests under `Base()` (same requests, same batches: exactly the base control's tokens),
+    and gives each request the budget `Early.budget_for` that base response's length.
+    `random-effective` gives each request forward's `n_effective` as its `switches`:
+    `switches` when the run has decoded forward's unit already, else from decoding the
+    requests under `Forward(eps)` first (same requests, same batches: exactly forward's
+    responses at the same budget). `stats` counts the last decode's work (the policy's
+    own)."""
+    from divscope.decoding.lockstep import decode, decode_stream
 
-    def run(
-        requests: list[Request], policy: Policy, config: DecodeConfig, stats=None
-    ) -> list[Decoded]:
+    def run(requests: list[Request], policy: Policy, config: DecodeConfig) -> list[Decoded]:
         return decode(
             loaded.models, requests, policy, config, vocab=loaded.vocab, eos_ids=loaded.stop,
-            pad_id=loaded.pad_id, suppressed=loaded.suppressed, stats=stats,
+            pad_id=loaded.pad_id, suppressed=loaded.suppressed,
         )  # fmt: skip
 
     if isinstance(policy, Early) and policy.share is not None:
@@ -482,7 +520,10 @@ def _decode(
             forward = run(requests, Forward(eps=policy.eps), replace(config, delta_alignment=False))
             switches = [d.n_effective for d in forward]
         requests = [replace(r, switches=k) for r, k in zip(requests, switches, strict=True)]
-    return run(requests, policy, config, stats)
+    yield from decode_stream(
+        loaded.models, requests, policy, config, vocab=loaded.vocab, eos_ids=loaded.stop,
+        pad_id=loaded.pad_id, suppressed=loaded.suppressed, stats=stats,
+    )  # fmt: skip
 
 
 def _decoder_record(config: DecodeConfig, stats: DecodeStats) -> dict[str, Any]:

@@ -205,25 +205,25 @@ def test_bad_forced_prefix(tmp_path, prompts, tiny_pair, kwargs, message):
 def test_forward_at_budget_zero_is_decoded_once_for_every_eps_and_stratum(
     tmp_path, prompts, tiny_pair, monkeypatch
 ):
-    """The budget-0 rows of every eps and stratum are one decode per chunk, relabelled: the
+    """The budget-0 rows of every eps and stratum are one decode per unit, relabelled: the
     same responses as the base control's, each row with its own setting."""
     from divscope.decoding import lockstep
     from divscope.decoding.policies import Base, Forward
 
     calls = []
-    decode = lockstep.decode
+    decode_stream = lockstep.decode_stream
 
     def counted(models, requests, policy, *args, **kwargs):
         calls.append((policy, requests[0].budget))
-        return decode(models, requests, policy, *args, **kwargs)
+        return decode_stream(models, requests, policy, *args, **kwargs)
 
-    monkeypatch.setattr(lockstep, "decode", counted)
+    monkeypatch.setattr(lockstep, "decode_stream", counted)
     policies = [
         Base(),
         *(Forward(eps=eps, stratum=stratum) for eps in (0.1, 0.3) for stratum in (None, "tail")),
     ]
     results = _cross_sample(prompts, tiny_pair, tmp_path / "r.parquet", policies, budgets=(0, 2))
-    assert [budget for _, budget in calls].count(0) == 1  # one chunk, decoded once
+    assert [budget for _, budget in calls].count(0) == 1  # one unit, decoded once
     assert len(calls) == 1 + 1 + 4  # base, the shared budget 0, each forward setting at 2
     key = ["prompt_id", "sample_id"]
     control = results.filter(pl.col("policy") == "base").sort(key)["response_ids"]
@@ -232,3 +232,66 @@ def test_forward_at_budget_zero_is_decoded_once_for_every_eps_and_stratum(
     for (_, _), rows in zero.group_by("eps", "stratum"):
         assert rows.sort(key)["response_ids"].equals(control)
         assert (rows["n_switches"] == 0).all()
+
+
+def test_a_unit_is_decoded_with_the_same_requests_whole_sharded_or_resumed(
+    tmp_path, tiny_pair, monkeypatch
+):
+    """`UNIT_PARTS` consecutive parts of one setting are decoded in one call (the decoder
+    refills its rows from all of their responses) and written part by part. Whichever process
+    decodes a unit, and a resumed run that lost parts of two units, call the decoder with the
+    same requests in the same order (so a GPU decodes the same batches), each unit once; the
+    results are the whole run's."""
+    import json
+    import shutil
+
+    from divscope.decoding import DecodeConfig, lockstep
+    from divscope.decoding.cross_sample import UNIT_PARTS, Grid, cross_sample
+    from divscope.decoding.policies import Base, Forward
+    from divscope.io import read_cross_sample
+    from divscope.output import part_name
+    from divscope.params import ModelPair, PartedOutput
+
+    assert UNIT_PARTS == 4
+    prompts = tmp_path / "prompts.jsonl"
+    words = [" ".join(f"w{1 + (k + j) % 9}" for j in range(k % 4 + 1)) for k in range(10)]
+    rows = [{"prompt_id": f"q{k}", "prompt": text} for k, text in enumerate(words)]
+    prompts.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    calls = []
+    decode_stream = lockstep.decode_stream
+
+    def recorded(models, requests, policy, *args, **kwargs):
+        calls.append((policy.name, tuple((r.prompt_id, r.sample_id, r.budget) for r in requests)))
+        return decode_stream(models, requests, policy, *args, **kwargs)
+
+    monkeypatch.setattr(lockstep, "decode_stream", recorded)
+    base, rl = tiny_pair
+
+    def run(out: PartedOutput) -> None:
+        cross_sample(
+            prompts, ModelPair(str(base), str(rl)), [Base(), Forward(eps=0.1)], out,
+            DecodeConfig(max_new_tokens=10, batch_size=3, seed=2),
+            Grid(n=2, budgets=(2,)), part_rows=2, progress=False,
+        )  # fmt: skip
+
+    run(PartedOutput(tmp_path / "whole"))
+    whole = list(calls)
+    # 10 chunks of one prompt (2 responses): units of 4, 4 and 2 chunks, for each setting
+    assert sorted(len(requests) for _, requests in whole) == [4, 4, 8, 8, 8, 8]
+    assert len(set(whole)) == 6
+    expected = read_cross_sample(tmp_path / "whole")
+    assert expected.height == 10 * 2 * 2
+
+    calls.clear()
+    for shard in ("0/2", "1/2"):  # shards of one run: each with --resume
+        run(PartedOutput(tmp_path / "sharded", resume=True, shard=shard))
+    assert sorted(calls) == sorted(whole)
+    assert read_cross_sample(tmp_path / "sharded").equals(expected)
+
+    calls.clear()
+    shutil.copytree(tmp_path / "whole", tmp_path / "resumed")
+    for part in (1, 10 + 9):  # base's first unit; forward's last (chunks 8 and 9)
+        (tmp_path / "resumed" / part_name(part)).unlink()
+    run(PartedOutput(tmp_path / "resumed", resume=True))
+    assert sorted(calls) == sorted([whole[0], whole[5]])  # the two units, whole
+    assert read_cross_sample(tmp_path / "resumed").equals(expected)
