@@ -528,7 +528,8 @@ def _decode(
 
 def _decoder_record(config: DecodeConfig, stats: DecodeStats) -> dict[str, Any]:
     """A part's metadata `decoder`: which decoder ran its unit and how (the mean draft length k,
-    the occupancy, the other models' forwards per emitted token).
+    the occupancy, the other models' forwards per emitted token), counted over the unit's
+    decode up to the part's writing.
 
     >>> stats = DecodeStats(emitted=100, intervener_forwards=5, verified_rounds=2, drafted=12)
     >>> record = _decoder_record(DecodeConfig(), stats)
