@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, get_args
 
 from divscope.defaults import DEVICE, DTYPE, N_BOOT, SEED
 
@@ -89,6 +89,10 @@ LIBRARY_ONLY = Flag(cli=False)
 RUN_ONLY = Flag(replay=False)
 """The annotation of an option about the run, not its result (`--overwrite`, `--resume`): a
 study file written back from an output leaves it out (`divscope config`)."""
+DecoderName = Literal["speculative", "reference"]
+"""The lockstep decoders (`--decoder` of `cross-sample` and `generate`): the speculative one
+and the step-by-step reference it is tested against (docs/contracts.md)."""
+DECODERS: tuple[str, ...] = get_args(DecoderName)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Literal, get_args
+from typing import Annotated
 
 import numpy as np
 import torch
@@ -19,12 +19,8 @@ from divscope.defaults import SEED
 from divscope.errors import DivscopeError
 from divscope.memory_plan import parse_memory
 from divscope.models.head import check_head_dtype
-from divscope.params import LIBRARY_ONLY, Chat, Flag
+from divscope.params import DECODERS, LIBRARY_ONLY, Chat, DecoderName, Flag
 from divscope.scoring.metrics import StatsConfig
-
-DecoderName = Literal["speculative", "reference"]
-DECODERS: tuple[str, ...] = get_args(DecoderName)
-"""The decoders of `DecodeConfig.decoder`."""
 
 
 @dataclass(frozen=True)

@@ -127,6 +127,8 @@ class HFEngine:
         batch_size: sequences decoded together; on the CPU results do not depend on it. None:
             planned when the prompts are known (`check`, `sample`; see `DecodeConfig`).
         max_memory: bytes the run may use per device, the budget of a planned batch size.
+        decoder: `DecodeConfig.decoder` (the reference decoder yields each prompt once its
+            batches end).
         progress: print the memory plan (once per process).
     """
 
@@ -138,6 +140,7 @@ class HFEngine:
         batch_size: int | None,
         max_memory: int | None = None,
         *,
+        decoder: str = "speculative",
         progress: bool = False,
     ) -> None:
         from divscope.decoding import DecodeConfig, build_policy
@@ -152,6 +155,7 @@ class HFEngine:
             seed=sampling.seed,
             batch_size=batch_size,
             max_memory=max_memory,
+            decoder=decoder,  # type: ignore[arg-type]
         )
         self.progress = progress
         self.eos_ids = stop_ids(

@@ -32,7 +32,15 @@ from divscope.generation.engine import (
 from divscope.memory_plan import format_bytes, parse_memory
 from divscope.models.names import ModelName
 from divscope.output import check_output, frame_digest, share_note, written
-from divscope.params import LIBRARY_ONLY, Chat, Flag, PartedOutput, SinglePlacement
+from divscope.params import (
+    DECODERS,
+    LIBRARY_ONLY,
+    Chat,
+    DecoderName,
+    Flag,
+    PartedOutput,
+    SinglePlacement,
+)
 from divscope.progress import Progress, note
 from divscope.schema import GENERATED_ARROW, arrow_schema
 from divscope.tables import IDS
@@ -60,6 +68,10 @@ class GenerateConfig:
     once the model is loaded; on the CPU, no plan."""
     vllm: VLLMOptions = VLLMOptions()
     """Tensor parallelism, GPU memory share and context length (vllm only)."""
+    decoder: DecoderName = "speculative"
+    """hf only: speculative: rows refilled as responses end, across all of a process's
+    prompts; reference: batch by batch, every row to its batch's end (the same tokens on the
+    CPU; docs/contracts.md, "The speculative decoder")."""
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -78,6 +90,13 @@ class GenerateConfig:
             raise DivscopeError(
                 f"--batch-size {self.batch_size}: not used by --engine vllm, which schedules its "
                 "own batches over all prompts at once; drop it (or use --engine hf)."
+            )
+        if self.decoder not in DECODERS:
+            raise DivscopeError(f"--decoder {self.decoder!r}: use one of {', '.join(DECODERS)}.")
+        if self.engine == "vllm" and self.decoder != "speculative":
+            raise DivscopeError(
+                f"--decoder {self.decoder}: not used by --engine vllm, which decodes with its own "
+                "engine; drop it (or use --engine hf)."
             )
         if self.engine == "vllm" and self.max_memory is not None:
             raise DivscopeError(
@@ -293,6 +312,8 @@ def _settings(
     )
     digest = frame_digest(prompts)
     settings = asdict(config.sampling) | {"engine": config.engine}
+    if config.engine == "hf":  # on a GPU the decoder decides the batches
+        settings["decoder"] = config.decoder
     if config.engine == "vllm":
         settings["tensor_parallel_size"] = config.vllm.tensor_parallel_size
     settings |= chat | {"model": model, "prompts_sha256": digest}
@@ -320,7 +341,7 @@ def _engine(
     )
     return HFEngine(
         loaded, tokenizer, config.sampling, config.batch_size, config.max_memory,
-        progress=progress,
+        decoder=config.decoder, progress=progress,
     )  # fmt: skip
 
 

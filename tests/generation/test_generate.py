@@ -74,6 +74,19 @@ def test_reproducible_with_the_seed_and_independent_of_the_batch_size(
     assert not other["response_ids"].equals(reference["response_ids"])
 
 
+def test_the_reference_decoder_samples_the_same_responses(tiny_pair, tmp_path, reference):
+    """`--decoder reference` (batch by batch, every row to its batch's end) and the default
+    speculative decoder (rows refilled across prompts) sample the same table on the CPU, at
+    batch sizes smaller and larger than a prompt's 4 samples; a resume with the other decoder
+    is refused (on a GPU it decides the batches)."""
+    for batch_size in (3, 64):
+        config = _config(batch_size=batch_size, decoder="reference")
+        frame, _ = _run(tmp_path, tiny_pair[0], f"reference-{batch_size}", config)
+        assert frame.equals(reference)
+    with pytest.raises(DivscopeError, match='decoder: was "reference", now "speculative"'):
+        _run(tmp_path, tiny_pair[0], "reference-3", _config(batch_size=3), resume=True)
+
+
 def test_resumes_where_an_interrupted_run_stopped(tiny_pair, tmp_path, reference):
     out = tmp_path / "traj"
     _run(tmp_path, tiny_pair[0], "traj", _config())
@@ -162,6 +175,7 @@ def test_bad_input(tiny_pair, tmp_path, rows, config, message):
         ({"sampling": Sampling(top_p=1.5)}, r"--top-p must be in \(0, 1\]"),
         ({"sampling": Sampling(max_new_tokens=0)}, "--max-new-tokens must be >= 1, got 0"),
         ({"batch_size": 0}, "--batch-size must be >= 1, got 0"),
+        ({"decoder": "fast"}, "--decoder 'fast': use one of speculative, reference"),
     ],
 )
 def test_bad_config(kwargs, message):

@@ -72,6 +72,7 @@ def test_bad_options(kwargs, message):
             "--gpu-memory-utilization 0.5: vLLM option.*pass --engine vllm",
         ),
         ({"engine": "vllm", "batch_size": 8}, "--batch-size 8: not used by --engine vllm"),
+        ({"engine": "vllm", "decoder": "reference"}, "--decoder reference: not used by --engine"),
     ],
 )
 def test_options_of_the_other_engine_are_refused(kwargs, message):
