@@ -295,3 +295,37 @@ def test_a_unit_is_decoded_with_the_same_requests_whole_sharded_or_resumed(
     run(PartedOutput(tmp_path / "resumed", resume=True))
     assert sorted(calls) == sorted([whole[0], whole[5]])  # the two units, whole
     assert read_cross_sample(tmp_path / "resumed").equals(expected)
+
+
+def test_units_of_several_parts_decode_what_units_of_one_do(tmp_path, tiny_pair, monkeypatch):
+    """Every path that works per unit (forward at budget 0 decoded once for every eps,
+    random-effective taking forward's effective counts, early's base pre-pass, a forced
+    opening) gives the same decisions whether a unit holds 4 parts or 1 (on the CPU a row's
+    tokens do not depend on the rows beside it; `switch_js` may move in its last bits)."""
+    import json
+
+    from divscope.decoding import DecodeConfig
+    from divscope.decoding import cross_sample as module
+    from divscope.decoding.policies import Base, Early, Forward, RandomEffective
+    from divscope.params import ModelPair, PartedOutput
+
+    prompts = tmp_path / "prompts.jsonl"
+    words = [" ".join(f"w{1 + (k + j) % 9}" for j in range(k % 3 + 1)) for k in range(9)]
+    rows = [{"prompt_id": f"q{k}", "prompt": text} for k, text in enumerate(words)]
+    prompts.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    base, rl = tiny_pair
+    policies = [Base(), Forward(eps=0.1), Forward(eps=0.3), RandomEffective(eps=0.1),
+                Early(share=0.25)]  # fmt: skip
+    tables = {}
+    for parts in (1, 4):
+        monkeypatch.setattr(module, "UNIT_PARTS", parts)
+        results = module.cross_sample(
+            prompts, ModelPair(str(base), str(rl)), policies, PartedOutput(tmp_path / f"u{parts}"),
+            DecodeConfig(max_new_tokens=10, batch_size=3, seed=4),
+            module.Grid(n=2, budgets=(0, 2), force_prefix="w7", forced_policies=["forward"]),
+            part_rows=2, progress=False,
+        )  # fmt: skip
+        tables[parts] = pl.from_arrow(results).drop("switch_js", "delta_cosine")
+    assert tables[1].height == 9 * 2 * (1 + 2 * 2 + 2 + 1 + 2 * 2)  # the forced forward too
+    assert tables[4].equals(tables[1])
+    assert tables[1].filter(pl.col("n_switches") > 0).height > 20
