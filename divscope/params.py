@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 from divscope.defaults import DEVICE, DTYPE, N_BOOT, SEED
+from divscope.errors import DivscopeError
 
 
 class Flag:
@@ -93,6 +94,17 @@ DecoderName = Literal["speculative", "reference"]
 """The lockstep decoders (`--decoder` of `cross-sample` and `generate`): the speculative one
 and the step-by-step reference it is tested against (docs/contracts.md)."""
 DECODERS: tuple[str, ...] = get_args(DecoderName)
+
+
+def check_decoder(decoder: str) -> None:
+    """Raise unless `decoder` is one of `DECODERS` (`--decoder`).
+
+    >>> check_decoder("fast")
+    Traceback (most recent call last):
+    divscope.errors.DivscopeError: --decoder must be one of speculative, reference, got 'fast'.
+    """
+    if decoder not in DECODERS:
+        raise DivscopeError(f"--decoder must be one of {', '.join(DECODERS)}, got {decoder!r}.")
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
+from itertools import accumulate
 from typing import TYPE_CHECKING, Annotated, Any
 
 import pyarrow as pa
@@ -342,9 +343,14 @@ def cross_sample(
                     for i in chunks[c]
                     for sample in range(n)
                 ]
-                chunk_of = [c for c in group for _ in range(len(chunks[c]) * n)]
-                spans = {c: range(chunk_of.index(c), chunk_of.index(c) + len(chunks[c]) * n)
-                         for c in group}  # fmt: skip
+                # each chunk's requests, and each request's chunk
+                sizes = [len(chunks[c]) * n for c in group]
+                ends = accumulate(sizes)
+                spans = {
+                    c: range(end - size, end)
+                    for c, size, end in zip(group, sizes, ends, strict=True)
+                }
+                chunk_of = [c for c, span in spans.items() for _ in span]
                 key = _shared_key(policy, budget, prefix, group.start)
                 matched = (policy.params().get("eps"), budget, prefix, group.start)
                 if key in shared:
@@ -503,11 +509,13 @@ def _decode(
     own)."""
     from divscope.decoding.lockstep import decode, decode_stream
 
+    common = {  # the decoder's arguments besides the requests, the policy and the config
+        "vocab": loaded.vocab, "eos_ids": loaded.stop, "pad_id": loaded.pad_id,
+        "suppressed": loaded.suppressed,
+    }  # fmt: skip
+
     def run(requests: list[Request], policy: Policy, config: DecodeConfig) -> list[Decoded]:
-        return decode(
-            loaded.models, requests, policy, config, vocab=loaded.vocab, eos_ids=loaded.stop,
-            pad_id=loaded.pad_id, suppressed=loaded.suppressed,
-        )  # fmt: skip
+        return decode(loaded.models, requests, policy, config, **common)
 
     if isinstance(policy, Early) and policy.share is not None:
         base = run(requests, Base(), replace(config, delta_alignment=False))
@@ -520,10 +528,7 @@ def _decode(
             forward = run(requests, Forward(eps=policy.eps), replace(config, delta_alignment=False))
             switches = [d.n_effective for d in forward]
         requests = [replace(r, switches=k) for r, k in zip(requests, switches, strict=True)]
-    yield from decode_stream(
-        loaded.models, requests, policy, config, vocab=loaded.vocab, eos_ids=loaded.stop,
-        pad_id=loaded.pad_id, suppressed=loaded.suppressed, stats=stats,
-    )  # fmt: skip
+    yield from decode_stream(loaded.models, requests, policy, config, **common, stats=stats)
 
 
 def _decoder_record(config: DecodeConfig, stats: DecodeStats) -> dict[str, Any]:

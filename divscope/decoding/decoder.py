@@ -19,7 +19,7 @@ from divscope.defaults import SEED
 from divscope.errors import DivscopeError
 from divscope.memory_plan import parse_memory
 from divscope.models.head import check_head_dtype
-from divscope.params import DECODERS, LIBRARY_ONLY, Chat, DecoderName, Flag
+from divscope.params import LIBRARY_ONLY, Chat, DecoderName, Flag, check_decoder
 from divscope.scoring.metrics import StatsConfig
 
 
@@ -80,10 +80,7 @@ class DecodeConfig:
         if self.batch_size is not None and self.batch_size < 1:
             raise DivscopeError(f"--batch-size must be >= 1, got {self.batch_size}.")
         check_head_dtype(self.head_dtype)
-        if self.decoder not in DECODERS:
-            raise DivscopeError(
-                f"--decoder must be one of {', '.join(DECODERS)}, got {self.decoder!r}."
-            )
+        check_decoder(self.decoder)
         if self.max_memory is not None and self.max_memory < 1:
             raise DivscopeError(f"--max-memory must be >= 1 byte, got {self.max_memory}.")
 

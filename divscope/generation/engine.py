@@ -27,7 +27,7 @@ from divscope.defaults import (
 )
 from divscope.errors import DivscopeError
 from divscope.models.names import ModelName
-from divscope.params import Flag
+from divscope.params import DecoderName, Flag
 
 EngineName = Literal["hf", "vllm"]
 ENGINES: tuple[str, ...] = ("hf", "vllm")
@@ -140,7 +140,7 @@ class HFEngine:
         batch_size: int | None,
         max_memory: int | None = None,
         *,
-        decoder: str = "speculative",
+        decoder: DecoderName = "speculative",
         progress: bool = False,
     ) -> None:
         from divscope.decoding import DecodeConfig, build_policy
@@ -155,7 +155,7 @@ class HFEngine:
             seed=sampling.seed,
             batch_size=batch_size,
             max_memory=max_memory,
-            decoder=decoder,  # type: ignore[arg-type]
+            decoder=decoder,
         )
         self.progress = progress
         self.eos_ids = stop_ids(

@@ -33,13 +33,13 @@ from divscope.memory_plan import format_bytes, parse_memory
 from divscope.models.names import ModelName
 from divscope.output import check_output, frame_digest, share_note, written
 from divscope.params import (
-    DECODERS,
     LIBRARY_ONLY,
     Chat,
     DecoderName,
     Flag,
     PartedOutput,
     SinglePlacement,
+    check_decoder,
 )
 from divscope.progress import Progress, note
 from divscope.schema import GENERATED_ARROW, arrow_schema
@@ -91,8 +91,7 @@ class GenerateConfig:
                 f"--batch-size {self.batch_size}: not used by --engine vllm, which schedules its "
                 "own batches over all prompts at once; drop it (or use --engine hf)."
             )
-        if self.decoder not in DECODERS:
-            raise DivscopeError(f"--decoder {self.decoder!r}: use one of {', '.join(DECODERS)}.")
+        check_decoder(self.decoder)
         if self.engine == "vllm" and self.decoder != "speculative":
             raise DivscopeError(
                 f"--decoder {self.decoder}: not used by --engine vllm, which decodes with its own "

@@ -175,7 +175,7 @@ def test_bad_input(tiny_pair, tmp_path, rows, config, message):
         ({"sampling": Sampling(top_p=1.5)}, r"--top-p must be in \(0, 1\]"),
         ({"sampling": Sampling(max_new_tokens=0)}, "--max-new-tokens must be >= 1, got 0"),
         ({"batch_size": 0}, "--batch-size must be >= 1, got 0"),
-        ({"decoder": "fast"}, "--decoder 'fast': use one of speculative, reference"),
+        ({"decoder": "fast"}, "--decoder must be one of speculative, reference, got 'fast'"),
     ],
 )
 def test_bad_config(kwargs, message):
